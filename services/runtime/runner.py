@@ -1,0 +1,96 @@
+"""Running one service as its own process: ``sandbus run SERVICE``.
+
+A service is an async callable ``serve(settings) -> None`` that runs until it is cancelled; it
+does its own cleanup in ``finally`` blocks. This module owns everything around it that every
+service needs the same way: the registry of service names, turning SIGTERM and SIGINT into a
+cancellation (Kubernetes stops a Pod with SIGTERM and expects a clean exit within the grace
+period), and the exit code. A service that returns on its own, or fails, exits non-zero so
+that its Deployment restarts it.
+
+Services register by name in :data:`SERVICES` as ``"module:function"`` strings, so that
+``sandbus run watcher`` imports only the watcher's code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+from typing import cast
+
+from services.runtime.settings import Settings, add_connection_args
+
+__all__ = ["SERVICES", "Serve", "load_service", "run_service", "serve_until_signalled"]
+
+log = logging.getLogger(__name__)
+
+Serve = Callable[[Settings], Awaitable[None]]
+
+SERVICES: dict[str, str] = {}
+"""Service name → ``"module:function"`` of its ``serve(settings)``; each service adds itself."""
+
+
+def load_service(name: str) -> Serve:
+    try:
+        target = SERVICES[name]
+    except KeyError:
+        known = ", ".join(sorted(SERVICES)) or "none yet"
+        raise LookupError(f"unknown service {name!r} (known: {known})") from None
+    module_name, _, attribute = target.partition(":")
+    return cast(Serve, getattr(importlib.import_module(module_name), attribute))
+
+
+async def serve_until_signalled(main: Awaitable[None]) -> int:
+    """Run ``main`` until it ends or SIGTERM/SIGINT arrives; return the exit code.
+
+    A signal cancels ``main`` and waits for its cleanup: exit code 0. ``main`` ending by itself
+    is unexpected for a long-running service: exit code 1, and so is an exception.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(main)
+    stopping = asyncio.Event()
+
+    def request_stop(signum: signal.Signals) -> None:
+        log.info("received %s, stopping", signum.name)
+        stopping.set()
+        task.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, request_stop, signum)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not stopping.is_set():
+            raise
+        return 0
+    except Exception:
+        log.exception("service failed")
+        return 1
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(signum)
+    if stopping.is_set():
+        return 0
+    log.error("service returned before it was asked to stop")
+    return 1
+
+
+def run_service(name: str, settings: Settings) -> int:
+    serve = load_service(name)
+    return asyncio.run(serve_until_signalled(serve(settings)))
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run one service as its own process (what each Deployment runs)",
+        description="Run one service until SIGTERM or Ctrl-C; exit 0 on a clean stop.",
+    )
+    parser.add_argument("service", choices=sorted(SERVICES), help="the service to run")
+    add_connection_args(parser)
+    parser.set_defaults(func=lambda args: run_service(args.service, Settings.from_args(args)))

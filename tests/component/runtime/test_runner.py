@@ -1,0 +1,84 @@
+"""`sandbus run`'s process contract: SIGTERM stops a service cleanly, a crash exits non-zero."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from services.runtime import runner
+
+SERVICE = textwrap.dedent(
+    """
+    import asyncio, pathlib, sys
+    from services.runtime.runner import serve_until_signalled
+
+    marks = pathlib.Path(sys.argv[1])
+    mode = sys.argv[2]
+
+    async def serve():
+        (marks / "started").touch()
+        try:
+            if mode == "crash":
+                raise RuntimeError("boom")
+            if mode == "return":
+                return
+            await asyncio.Event().wait()
+        finally:
+            (marks / "cleaned-up").touch()
+
+    sys.exit(asyncio.run(serve_until_signalled(serve())))
+    """
+)
+
+
+def _start(tmp_path: Path, mode: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-c", SERVICE, str(tmp_path), mode], stderr=subprocess.PIPE
+    )
+
+
+def _wait_for(path: Path, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_service_cleanly(tmp_path: Path, signum: signal.Signals) -> None:
+    process = _start(tmp_path, "serve")
+    try:
+        _wait_for(tmp_path / "started")
+        process.send_signal(signum)
+        assert process.wait(timeout=20) == 0
+        assert (tmp_path / "cleaned-up").exists()
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_crashing_service_exits_non_zero_with_its_error(tmp_path: Path) -> None:
+    process = _start(tmp_path, "crash")
+    _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 1
+    assert b"boom" in stderr
+    assert (tmp_path / "cleaned-up").exists()
+
+
+def test_a_service_that_returns_by_itself_exits_non_zero(tmp_path: Path) -> None:
+    """A long-running service that stops on its own is a failure its Deployment should see."""
+    process = _start(tmp_path, "return")
+    _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 1
+    assert b"returned before it was asked to stop" in stderr
+
+
+def test_an_unknown_service_names_the_known_ones() -> None:
+    with pytest.raises(LookupError, match="unknown service 'nope'"):
+        runner.load_service("nope")
