@@ -60,7 +60,7 @@ def lint(args: list[str]) -> int:
         [BIN / "mypy"],
         [BIN / "lint-imports"],
     ):
-        print(f"dev.py: {' '.join(str(part.name if isinstance(part, Path) else part) for part in command)}", flush=True)
+        print(f"dev.py: {Path(command[0]).name} {' '.join(map(str, command[1:]))}", flush=True)
         failures += run([*command, *args], check=False) != 0
     return 1 if failures else 0
 

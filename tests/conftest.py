@@ -47,7 +47,7 @@ def nats_backend() -> str:
 
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    """A fresh embedded nats-server with JetStream, stopped (and its store removed) after the test."""
+    """A fresh embedded nats-server with JetStream; stopped and its store removed afterwards."""
     with NatsServer(store_dir=tmp_path / "nats") as server:
         yield server
 
@@ -56,7 +56,9 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
 def nats_url(nats_backend: str, tmp_path: Path) -> Iterator[str]:
     """The URL of a fresh NATS server with JetStream."""
     if nats_backend == "docker":
-        from testcontainers.community.nats import NatsContainer  # only where a Docker engine answers
+        from testcontainers.community.nats import (
+            NatsContainer,
+        )  # only where a Docker engine answers
 
         with NatsContainer(jetstream=True) as container:
             yield container.nats_uri()

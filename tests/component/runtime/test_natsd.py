@@ -1,4 +1,4 @@
-"""The embedded nats-server: a real server that tests and `sandbus up` can start, restart and stop."""
+"""The embedded nats-server: a real server that tests and `sandbus up` start and stop."""
 
 from __future__ import annotations
 

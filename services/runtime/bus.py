@@ -1,0 +1,431 @@
+"""The bus on JetStream: provisioning of its four streams, and the typed publish helpers.
+
+Streams (names in :class:`BusConfig`; subjects from :mod:`events.subjects`):
+
+``SANDBUS_EVENTS`` — the event log, ``sandbus.events.>`` and ``sandbus.decisions.>``
+    Limits retention by age and size (oldest dropped first), and a duplicate window in which a
+    second message with the same ``Nats-Msg-Id`` (the deterministic event id) is dropped.
+    Changes and decisions share one stream so that one sequence orders both: ``sandbus
+    explain`` and replays read a single timeline. Direct get is on, so "the last event of this
+    object" is one request.
+``SANDBUS_STATE`` — the state table, ``sandbus.state.>``
+    One message per subject (``max_msgs_per_subject=1``): the latest event of every object,
+    which workers read on start instead of relisting and the watcher diffs a relist against.
+    A stream rather than a KV bucket because its subjects follow the same scheme and filters
+    as the event log and its messages are the same CloudEvents, so one decoder and one filter
+    builder serve both. Per-message TTL is allowed so that a deletion can stay as a tombstone
+    (the watcher must know an object was deleted, not just not seen) and still expire instead
+    of accumulating one message per name ever used.
+``SANDBUS_WARM`` — the warm queues, ``sandbus.warm.>``
+    Work-queue retention with ``max_msgs_per_subject=1``, ``discard=new`` and
+    ``discard_new_per_subject``: a second entry for the same sandbox is refused with error
+    10077 (:func:`enqueue_warm` returns False) until the first is acked and gone. Entries are
+    published without ``Nats-Msg-Id``: the per-subject limit already deduplicates, and a dedup
+    id would silently swallow a legitimate re-enqueue inside the window.
+``SANDBUS_DLQ`` — dead letters, ``sandbus.dlq.>``
+    Limits retention by age and size; what could not be processed, with the reason.
+
+:func:`ensure_bus` is idempotent and converges: it creates what is missing, updates a stream
+whose settings differ from the config (and says which), and leaves the rest alone; it is safe
+for every service to call on start, concurrently. Settings JetStream cannot change in place
+(storage type, retention) raise :class:`BusProvisioningError` naming the stream and fields.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DiscardPolicy, PubAck, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import APIError, NotFoundError
+
+from events.codec import encode_event, nats_subject, state_table_subject
+from events.headers import dead_letter_headers, event_headers
+from events.subjects import (
+    DEAD_LETTER_SUBJECTS,
+    EVENT_LOG_SUBJECTS,
+    STATE_SUBJECTS,
+    WARM_SUBJECTS,
+    dead_letter_subject,
+)
+from events.types import DecisionMade, ObjectDeleted, ObjectEvent, WarmQueued
+
+__all__ = [
+    "ERR_MAX_MSGS_PER_SUBJECT",
+    "ERR_STREAM_NAME_IN_USE",
+    "BusConfig",
+    "BusProvisioningError",
+    "StreamChange",
+    "config_differences",
+    "dead_letter",
+    "enqueue_warm",
+    "ensure_bus",
+    "publish_dead_letter",
+    "publish_event",
+    "put_state",
+    "stream_configs",
+]
+
+ERR_MAX_MSGS_PER_SUBJECT: Final = 10077
+"""JetStream's "maximum messages per subject exceeded": the warm entry is already queued."""
+ERR_STREAM_NAME_IN_USE: Final = 10058
+
+StreamChange = Literal["created", "updated", "unchanged"]
+
+_DAY: Final = 86_400.0
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
+StreamName = Annotated[str, msgspec.Meta(pattern=r"^[^.*>\s/\\]+$")]
+
+
+class BusConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Names and limits of the bus. Durations are in seconds, sizes in bytes."""
+
+    replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
+    storage: Literal["file", "memory"] = "file"
+    duplicate_window: Seconds = 300.0
+    """How long an event id is remembered; covers retries, relists and leader handover."""
+
+    event_log_stream: StreamName = "SANDBUS_EVENTS"
+    event_log_max_age: Seconds = 7 * _DAY
+    event_log_max_bytes: Annotated[int, msgspec.Meta(gt=0)] = 1 << 30
+
+    state_stream: StreamName = "SANDBUS_STATE"
+    state_tombstone_ttl: Annotated[int, msgspec.Meta(ge=1)] = 86_400
+    """Seconds a deletion stays in the state table (per-message TTLs are whole seconds)."""
+
+    warm_stream: StreamName = "SANDBUS_WARM"
+
+    dead_letter_stream: StreamName = "SANDBUS_DLQ"
+    dead_letter_max_age: Seconds = 14 * _DAY
+    dead_letter_max_bytes: Annotated[int, msgspec.Meta(gt=0)] = 256 << 20
+
+    def __post_init__(self) -> None:
+        # msgspec checks the Meta constraints only when decoding; a config built in code gets
+        # the same checks here.
+        if not 1 <= self.replicas <= 5:
+            raise ValueError(f"replicas must be 1..5 (JetStream's range), not {self.replicas}")
+        for field in (
+            "duplicate_window",
+            "event_log_max_age",
+            "event_log_max_bytes",
+            "state_tombstone_ttl",
+            "dead_letter_max_age",
+            "dead_letter_max_bytes",
+        ):
+            if getattr(self, field) <= 0:
+                raise ValueError(f"{field} must be positive")
+        if self.duplicate_window > self.event_log_max_age:
+            raise ValueError("duplicate_window may not exceed event_log_max_age")
+        names = [
+            self.event_log_stream,
+            self.state_stream,
+            self.warm_stream,
+            self.dead_letter_stream,
+        ]
+        if len(set(names)) != len(names):
+            raise ValueError(f"stream names must differ: {names}")
+
+
+class BusProvisioningError(RuntimeError):
+    """A stream could not be created or brought to the configured settings."""
+
+
+# --- desired state (pure) ----------------------------------------------------------------
+
+
+def stream_configs(config: BusConfig) -> list[StreamConfig]:
+    """The four streams as ``config`` wants them.
+
+    Every compared setting is spelled out, even where it equals the server default, so that
+    comparing with what the server reports finds no difference that is not real.
+    """
+    storage = StorageType.FILE if config.storage == "file" else StorageType.MEMORY
+    common: dict[str, Any] = {
+        "storage": storage,
+        "num_replicas": config.replicas,
+        "duplicate_window": config.duplicate_window,
+        "max_msgs": -1,
+    }
+    return [
+        StreamConfig(
+            name=config.event_log_stream,
+            description="sandbus event log: observed changes and worker decisions",
+            subjects=list(EVENT_LOG_SUBJECTS),
+            retention=RetentionPolicy.LIMITS,
+            discard=DiscardPolicy.OLD,
+            discard_new_per_subject=False,
+            max_age=config.event_log_max_age,
+            max_bytes=config.event_log_max_bytes,
+            max_msgs_per_subject=-1,
+            allow_direct=True,
+            allow_msg_ttl=False,
+            **common,
+        ),
+        StreamConfig(
+            name=config.state_stream,
+            description="sandbus state table: the latest event per object",
+            subjects=list(STATE_SUBJECTS),
+            retention=RetentionPolicy.LIMITS,
+            discard=DiscardPolicy.OLD,
+            discard_new_per_subject=False,
+            max_age=0,
+            max_bytes=-1,
+            max_msgs_per_subject=1,
+            allow_direct=True,
+            allow_msg_ttl=True,
+            **common,
+        ),
+        StreamConfig(
+            name=config.warm_stream,
+            description="sandbus warm queues: one entry per adoptable sandbox",
+            subjects=list(WARM_SUBJECTS),
+            retention=RetentionPolicy.WORK_QUEUE,
+            discard=DiscardPolicy.NEW,
+            discard_new_per_subject=True,
+            max_age=0,
+            max_bytes=-1,
+            max_msgs_per_subject=1,
+            allow_direct=False,
+            allow_msg_ttl=False,
+            **common,
+        ),
+        StreamConfig(
+            name=config.dead_letter_stream,
+            description="sandbus dead letters: messages that could not be processed",
+            subjects=list(DEAD_LETTER_SUBJECTS),
+            retention=RetentionPolicy.LIMITS,
+            discard=DiscardPolicy.OLD,
+            discard_new_per_subject=False,
+            max_age=config.dead_letter_max_age,
+            max_bytes=config.dead_letter_max_bytes,
+            max_msgs_per_subject=-1,
+            allow_direct=False,
+            allow_msg_ttl=False,
+            **common,
+        ),
+    ]
+
+
+_COMPARED: Final = (
+    "description",
+    "subjects",
+    "retention",
+    "discard",
+    "discard_new_per_subject",
+    "max_age",
+    "max_bytes",
+    "max_msgs",
+    "max_msgs_per_subject",
+    "storage",
+    "num_replicas",
+    "duplicate_window",
+    "allow_direct",
+    "allow_msg_ttl",
+)
+
+
+def _normalized(field: str, value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if field == "subjects":
+        return sorted(value or [])
+    if field in ("allow_direct", "allow_msg_ttl", "discard_new_per_subject"):
+        return bool(value)
+    if field in ("max_age", "duplicate_window"):
+        # The server reports nanoseconds, which nats-py turns into float seconds.
+        return round(float(value or 0), 6)
+    return value
+
+
+def config_differences(desired: StreamConfig, actual: StreamConfig) -> list[str]:
+    """The compared settings in which ``actual`` differs from ``desired``."""
+    return [
+        field
+        for field in _COMPARED
+        if _normalized(field, getattr(desired, field)) != _normalized(field, getattr(actual, field))
+    ]
+
+
+# --- provisioning ------------------------------------------------------------------------
+
+
+async def _ensure_stream(js: JetStreamContext, desired: StreamConfig) -> StreamChange:
+    name = desired.name
+    assert name is not None
+    try:
+        info = await js.stream_info(name)
+    except NotFoundError:
+        try:
+            await js.add_stream(desired)
+            return "created"
+        except APIError as error:
+            if error.err_code != ERR_STREAM_NAME_IN_USE:
+                raise BusProvisioningError(f"cannot create stream {name}: {error}") from error
+            # Another service created it between our lookup and our create; converge on it.
+            info = await js.stream_info(name)
+    differences = config_differences(desired, info.config)
+    if not differences:
+        return "unchanged"
+    try:
+        await js.update_stream(desired)
+    except APIError as error:
+        raise BusProvisioningError(
+            f"cannot update stream {name} ({', '.join(differences)}): {error.description}"
+        ) from error
+    return "updated"
+
+
+async def ensure_bus(
+    js: JetStreamContext, config: BusConfig | None = None
+) -> dict[str, StreamChange]:
+    """Create or update the four streams; returns what happened to each, by stream name."""
+    report: dict[str, StreamChange] = {}
+    for desired in stream_configs(config or BusConfig()):
+        assert desired.name is not None
+        report[desired.name] = await _ensure_stream(js, desired)
+    return report
+
+
+# --- publishing --------------------------------------------------------------------------
+
+
+async def publish_event(
+    js: JetStreamContext,
+    event: ObjectEvent | DecisionMade,
+    config: BusConfig | None = None,
+    *,
+    ack_timeout: float | None = None,
+) -> PubAck:
+    """Append ``event`` to the event log, deduplicated by its id.
+
+    ``PubAck.duplicate`` is true when the id was already stored inside the duplicate window,
+    which is the expected outcome of a retry or a relist, not an error. The expected-stream
+    header makes a publish fail loudly if the bus was not provisioned, instead of vanishing.
+    """
+    config = config or BusConfig()
+    headers = event_headers(
+        event.id, traceparent=event.traceparent, tracestate=event.tracestate, dedup=True
+    )
+    return await js.publish(
+        nats_subject(event),
+        encode_event(event),
+        timeout=ack_timeout,
+        stream=config.event_log_stream,
+        headers=headers,
+    )
+
+
+async def put_state(
+    js: JetStreamContext,
+    event: ObjectEvent,
+    config: BusConfig | None = None,
+    *,
+    ack_timeout: float | None = None,
+) -> PubAck:
+    """Make ``event`` the latest state of its object in the state table.
+
+    A deletion is kept as a tombstone that expires after ``state_tombstone_ttl``. No dedup
+    id: the subject holds one message, so writing the same state twice changes nothing.
+    """
+    config = config or BusConfig()
+    ttl = config.state_tombstone_ttl if isinstance(event, ObjectDeleted) else None
+    return await js.publish(
+        state_table_subject(event),
+        encode_event(event),
+        timeout=ack_timeout,
+        stream=config.state_stream,
+        headers=event_headers(
+            event.id, traceparent=event.traceparent, tracestate=event.tracestate, dedup=False
+        ),
+        msg_ttl=ttl,
+    )
+
+
+async def enqueue_warm(
+    js: JetStreamContext,
+    event: WarmQueued,
+    config: BusConfig | None = None,
+    *,
+    ack_timeout: float | None = None,
+) -> bool:
+    """Put a warm-queue entry; False when that sandbox already has one (error 10077)."""
+    config = config or BusConfig()
+    try:
+        await js.publish(
+            nats_subject(event),
+            encode_event(event),
+            timeout=ack_timeout,
+            stream=config.warm_stream,
+            headers=event_headers(event.id, traceparent=event.traceparent, dedup=False),
+        )
+    except APIError as error:
+        if error.err_code == ERR_MAX_MSGS_PER_SUBJECT:
+            return False
+        raise
+    return True
+
+
+async def publish_dead_letter(
+    js: JetStreamContext,
+    *,
+    original_subject: str,
+    payload: bytes,
+    reason: str,
+    config: BusConfig | None = None,
+    rejected_by: str | None = None,
+    stream: str | None = None,
+    sequence: int | None = None,
+    original_headers: Mapping[str, str] | None = None,
+    ack_timeout: float | None = None,
+) -> PubAck:
+    """Store ``payload`` unchanged on the dead-letter subject of ``original_subject``."""
+    config = config or BusConfig()
+    return await js.publish(
+        dead_letter_subject(original_subject),
+        payload,
+        timeout=ack_timeout,
+        stream=config.dead_letter_stream,
+        headers=dead_letter_headers(
+            reason=reason,
+            original_subject=original_subject,
+            rejected_by=rejected_by,
+            stream=stream,
+            sequence=sequence,
+            original_headers=original_headers,
+        ),
+    )
+
+
+async def dead_letter(
+    js: JetStreamContext,
+    msg: Msg,
+    *,
+    reason: str,
+    config: BusConfig | None = None,
+    rejected_by: str | None = None,
+) -> PubAck:
+    """Dead-letter a received message; a JetStream message's stream and sequence go along.
+
+    The caller still acks (or terms) ``msg`` afterwards: dead-lettering first means a crash in
+    between redelivers the message, and the dedup id makes the second dead letter a no-op.
+    """
+    stream: str | None = None
+    sequence: int | None = None
+    if msg.reply and msg.reply.startswith("$JS.ACK."):
+        metadata = msg.metadata
+        stream, sequence = metadata.stream, metadata.sequence.stream
+    return await publish_dead_letter(
+        js,
+        original_subject=msg.subject,
+        payload=msg.data,
+        reason=reason,
+        config=config,
+        rejected_by=rejected_by,
+        stream=stream,
+        sequence=sequence,
+        original_headers=msg.headers,
+    )
