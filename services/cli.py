@@ -14,6 +14,9 @@ from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
     "services.generate",
+    "services.devcluster.cli",
+    "services.runtime.runner",
+    "services.up",
 )
 
 

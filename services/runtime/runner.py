@@ -19,8 +19,8 @@ import contextlib
 import importlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable
-from typing import cast
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, cast
 
 from services.runtime.settings import Settings, add_connection_args
 
@@ -28,7 +28,7 @@ __all__ = ["SERVICES", "Serve", "load_service", "run_service", "serve_until_sign
 
 log = logging.getLogger(__name__)
 
-Serve = Callable[[Settings], Awaitable[None]]
+Serve = Callable[[Settings], Coroutine[Any, Any, None]]
 
 SERVICES: dict[str, str] = {}
 """Service name → ``"module:function"`` of its ``serve(settings)``; each service adds itself."""

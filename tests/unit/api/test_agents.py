@@ -461,7 +461,9 @@ def _set_paths(value: Any, prefix: str = "") -> set[str]:
 def test_examples_together_set_every_field(kind: type[Resource]) -> None:
     manifests = [
         document
-        for path in sorted((EXAMPLES_DIR / "agents").glob("*.yaml"))
+        for path in sorted(
+            [*(EXAMPLES_DIR / "agents").glob("*.yaml"), *(EXAMPLES_DIR / "observed").glob("*.yaml")]
+        )
         for document in load_documents(path)
         if document["kind"] == kind.KIND.kind
     ]

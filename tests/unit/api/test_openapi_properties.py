@@ -23,8 +23,12 @@ SCHEMAS = {
 }
 BASES = [
     document
-    for name in ("sandbox.yaml", "sandboxclaim.yaml", "sandboxwarmpool-status.yaml")
-    for document in load_documents(EXAMPLES_DIR / "agents" / name)
+    for name in (
+        "agents/sandbox.yaml",
+        "agents/sandboxclaim.yaml",
+        "observed/sandboxwarmpool-status.yaml",
+    )
+    for document in load_documents(EXAMPLES_DIR / name)
 ]
 
 json_values = st.recursive(
