@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
-from kubernetes_asyncio import client as kube_client
-from kubernetes_asyncio import config as kube_config
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client as kube_client
 
 __all__ = [
     "DEFAULT_NATS_URL",
@@ -58,6 +60,10 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
 
 async def kube_api_client(settings: Settings) -> kube_client.ApiClient:
     """An ApiClient configured from the settings; the caller closes it."""
+    # Imported here: kubernetes_asyncio takes a second to import, and most commands never need it.
+    from kubernetes_asyncio import client as kube_client
+    from kubernetes_asyncio import config as kube_config
+
     configuration = kube_client.Configuration()
     if settings.kubeconfig:
         path = Path(settings.kubeconfig).expanduser()
