@@ -1,0 +1,276 @@
+"""``DevCluster``: the development cluster as one object, in-process for tests or as a service.
+
+::
+
+    async with DevCluster(port=0, crd_dirs=..., data_dir=None, latency=..., seed=0) as cluster:
+        cluster.write_kubeconfig(tmp_path / "kubeconfig")  # for kubectl, load_kube_config
+        ...  # cluster.url, cluster.store, cluster.faults
+
+Start-up order: open the store (loading ``data_dir`` if given), serve the CRDs already stored,
+create the initial namespaces (default, kube-system, kube-public, kube-node-lease) and the
+``default/kubernetes`` Service on a fresh store, install the CRDs of ``crd_dirs`` (create or
+update, then wait until they are Established), start listening, then start the simulated node
+components (:mod:`.controllers`). Stop reverses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from random import Random
+from types import TracebackType
+from typing import Any, cast
+
+import yaml
+from aiohttp import web
+
+from services.devcluster.admin import admin_routes
+from services.devcluster.builtins import register_builtins
+from services.devcluster.controllers import (
+    ControllerContext,
+    ControllerFactory,
+    SimulationSettings,
+    resolve_controllers,
+)
+from services.devcluster.errors import StatusError
+from services.devcluster.faults import Faults, LatencyModel
+from services.devcluster.kubeconfig import write_kubeconfig
+from services.devcluster.lifecycle import CRD_STORAGE, Lifecycle
+from services.devcluster.persistence import SqliteBackend
+from services.devcluster.reads import Reader
+from services.devcluster.resources import Registry
+from services.devcluster.server import ApiServer
+from services.devcluster.store import Store
+from services.devcluster.watch import WatchHub, WatchSettings
+from services.devcluster.writes import Target, WriteOptions, Writer
+
+__all__ = ["DEFAULT_CRD_DIR", "INITIAL_NAMESPACES", "DevCluster"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_DEFAULT = object()
+_SYSTEM = WriteOptions(user_agent="kube-apiserver/v1.33.0")
+
+
+def _crd_documents(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in paths:
+        files = sorted(path.glob("*.y*ml")) if path.is_dir() else [path]
+        for file in files:
+            for doc in yaml.safe_load_all(file.read_text()):
+                if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                    docs.append(doc)
+    return docs
+
+
+class DevCluster:
+    """A Kubernetes API server stand-in with its control loops and simulated node components."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        crd_dirs: Sequence[Path | str] | Path | str | object | None = _DEFAULT,
+        data_dir: Path | str | None = None,
+        latency: LatencyModel | None = None,
+        seed: int = 0,
+        history_size: int = 5000,
+        history_age: float = 75.0,
+        watch: WatchSettings | None = None,
+        too_large_wait: float = 3.0,
+        controllers: Sequence[ControllerFactory] | None = None,
+        simulation: SimulationSettings | None = None,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        if crd_dirs is _DEFAULT:
+            self.crd_paths = [DEFAULT_CRD_DIR] if DEFAULT_CRD_DIR.is_dir() else []
+        elif crd_dirs is None:
+            self.crd_paths = []
+        elif isinstance(crd_dirs, str | Path):
+            self.crd_paths = [Path(crd_dirs)]
+        else:
+            self.crd_paths = [Path(p) for p in cast("Sequence[Path | str]", crd_dirs)]
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.seed = seed
+        self.latency = latency if latency is not None else LatencyModel(seed=seed)
+        self.simulation = simulation or SimulationSettings()
+        self._controllers = controllers
+        self.store = Store(
+            history_size=history_size,
+            history_age=history_age,
+            backend=SqliteBackend(self.data_dir) if self.data_dir else None,
+        )
+        self.registry = Registry()
+        register_builtins(self.registry)
+        self.rng = Random(seed)
+        self.writer = Writer(self.store, self.registry, rng=self.rng)
+        self.reader = Reader(self.store, too_large_wait=too_large_wait)
+        self.watches = WatchHub()
+        self.faults = Faults(self.store, self.watches, seed=seed)
+        self.watch_settings = watch or WatchSettings(too_large_wait=too_large_wait)
+        self.lifecycle = Lifecycle(self.store, self.registry, self.writer)
+        self.api = ApiServer(
+            store=self.store,
+            registry=self.registry,
+            writer=self.writer,
+            reader=self.reader,
+            hub=self.watches,
+            faults=self.faults,
+            latency=self.latency,
+            watch_settings=self.watch_settings,
+            rng=self.rng,
+            extra_routes=[lambda app: app.add_routes(self._admin_routes())],
+        )
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._port: int | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.kubeconfig_path: Path | None = None
+
+    def _admin_routes(self) -> list[web.RouteDef]:
+        return admin_routes(self.store, self.faults, self.latency, self.watches)
+
+    # -- addresses --------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the cluster is not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def write_kubeconfig(self, path: Path | str) -> Path:
+        """A kubeconfig for this cluster (server URL + dummy token), for kubectl and clients."""
+        written = write_kubeconfig(Path(path), self.url)
+        self.kubeconfig_path = written
+        return written
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> DevCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        await self.store.open()
+        self.lifecycle.register_existing()
+        self.lifecycle.start()
+        if not self.store.get("namespaces", "", "default"):
+            await self._bootstrap()
+        await self.install_crds(self.crd_paths)
+        self._runner = web.AppRunner(self.api.app(), handle_signals=False, access_log=None)
+        await self._runner.setup()
+        self._site = web.TCPSite(self._runner, self.host, self._requested_port)
+        await self._site.start()
+        self._port = int(self._runner.addresses[0][1])
+        await self._start_controllers()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for watch in self.watches.active():
+            watch.inject("close")
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.lifecycle.stop()
+        await self.store.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    async def _bootstrap(self) -> None:
+        namespaces = self.registry.lookup("", "v1", "namespaces")
+        services = self.registry.lookup("", "v1", "services")
+        assert namespaces is not None and services is not None
+        for name in INITIAL_NAMESPACES:
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            await self.writer.create(Target(namespaces), body, _SYSTEM)
+        kubernetes = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "kubernetes",
+                "labels": {"component": "apiserver", "provider": "kubernetes"},
+            },
+            "spec": {
+                "clusterIP": "10.96.0.1",
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+            },
+        }
+        await self.writer.create(Target(services, "default"), kubernetes, _SYSTEM)
+
+    async def install_crds(self, paths: Iterable[Path | str]) -> list[str]:
+        """Create or update the CRDs found in ``paths`` and wait until they are served."""
+        crd_type = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        assert crd_type is not None
+        names: list[str] = []
+        for doc in _crd_documents(Path(p) for p in paths):
+            name = doc["metadata"]["name"]
+            current = self.store.get(CRD_STORAGE, "", name)
+            wanted = copy.deepcopy(doc)
+            crd_type.strategy.normalize(crd_type, wanted)
+            try:
+                if current is None:
+                    await self.writer.create(Target(crd_type), doc, _SYSTEM)
+                elif current.get("spec") != wanted.get("spec"):
+                    body = {**current, "spec": doc["spec"]}
+                    await self.writer.update(Target(crd_type, "", name), body, _SYSTEM)
+            except StatusError as exc:
+                raise ValueError(f"CRD {name} was rejected: {exc.message}") from None
+            await self.lifecycle.establish(name)
+            names.append(name)
+        return names
+
+    async def _start_controllers(self) -> None:
+        factories = (
+            list(self._controllers)
+            if self._controllers is not None
+            else resolve_controllers(self.simulation)
+        )
+        if not factories:
+            return
+        self._tmp = tempfile.TemporaryDirectory(prefix="devcluster-")
+        kubeconfig = write_kubeconfig(Path(self._tmp.name) / "kubeconfig", self.url)
+        context = ControllerContext(
+            url=self.url,
+            kubeconfig=kubeconfig,
+            settings=self.simulation,
+            seed=self.seed,
+            store=self.store,
+        )
+        for factory in factories:
+            name = getattr(factory, "__module__", "controller")
+            self._tasks.append(
+                asyncio.create_task(self._run_controller(factory, context), name=name)
+            )
+
+    async def _run_controller(self, factory: ControllerFactory, context: ControllerContext) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            try:
+                await factory(context)
+            except Exception:
+                log.exception("controller %r crashed", factory)

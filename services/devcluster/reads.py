@@ -1,0 +1,344 @@
+"""GET and LIST: list options, selectors, resourceVersion semantics and pagination.
+
+- **Query parameters** are decoded the way the apiserver's parameter codec does it: booleans
+  with Go's ``strconv.ParseBool`` (the Python client sends ``True``), integers with
+  ``ParseInt``; malformed values are 400s, inconsistent combinations 422 (``ListOptions``).
+- **resourceVersion** (api-concepts "semantics for get and list"): unset = most recent, ``0`` =
+  any (we are always fresh), ``NotOlderThan`` (the default for a non-zero RV) waits up to a few
+  seconds for a future RV and then answers 504 "Too large resource version"; ``Exact`` serves
+  the state at that RV, rebuilt from the change history, or 410 once it is compacted.
+- **Pagination**: ``limit`` + ``continue``. The token records the snapshot RV and the last key,
+  so every page is the list as it was at the first page's RV; an expired token is a 410 whose
+  Status carries a fresh, inconsistent continue token, exactly as upstream.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from services.devcluster import errors
+from services.devcluster.errors import StatusError
+from services.devcluster.resources import ResourceType
+from services.devcluster.scale import scale_of
+from services.devcluster.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
+from services.devcluster.store import Store, TooOld
+
+__all__ = [
+    "ListOptions",
+    "Reader",
+    "go_bool",
+    "go_int",
+    "matches",
+    "parse_list_options",
+]
+
+Json = dict[str, Any]
+_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+_EXPIRED_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this "
+    "response to retrieve the remainder of the results. Continuing with the provided token "
+    "results in an inconsistent list - objects that were created, modified, or deleted between "
+    "the time the first chunk was returned and now may show up in the list."
+)
+
+
+def go_bool(value: str | None, name: str) -> bool | None:
+    """strconv.ParseBool; absent is None, garbage is a 400."""
+    if value is None:
+        return None
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise errors.bad_request(f'strconv.ParseBool: parsing "{value}": invalid syntax')
+
+
+def go_int(value: str | None, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
+
+
+@dataclass
+class ListOptions:
+    labels: LabelSelector | None = None
+    fields: FieldSelector | None = None
+    limit: int = 0
+    continue_token: str = ""
+    resource_version: str = ""
+    resource_version_match: str = ""
+    watch: bool = False
+    allow_bookmarks: bool = False
+    timeout_seconds: int | None = None
+    send_initial_events: bool | None = None
+
+    @property
+    def filtered(self) -> bool:
+        return bool(
+            (self.labels is not None and not self.labels.empty)
+            or (self.fields is not None and not self.fields.empty)
+        )
+
+
+def _list_options_invalid(causes: list[errors.Cause]) -> StatusError:
+    return errors.invalid("meta.k8s.io", "ListOptions", "", causes)
+
+
+def parse_list_options(query: Mapping[str, str], rtype: ResourceType) -> ListOptions:
+    opts = ListOptions()
+    try:
+        if query.get("labelSelector"):
+            opts.labels = parse_label_selector(query["labelSelector"])
+        if query.get("fieldSelector"):
+            opts.fields = parse_field_selector(query["fieldSelector"], rtype.field_labels)
+    except SelectorError as exc:
+        raise errors.bad_request(str(exc)) from None
+    opts.watch = bool(go_bool(query.get("watch"), "watch"))
+    opts.allow_bookmarks = bool(go_bool(query.get("allowWatchBookmarks"), "allowWatchBookmarks"))
+    opts.send_initial_events = go_bool(query.get("sendInitialEvents"), "sendInitialEvents")
+    opts.limit = go_int(query.get("limit"), "limit") or 0
+    opts.timeout_seconds = go_int(query.get("timeoutSeconds"), "timeoutSeconds")
+    opts.continue_token = query.get("continue", "")
+    opts.resource_version = query.get("resourceVersion", "")
+    opts.resource_version_match = query.get("resourceVersionMatch", "")
+    _validate_list_options(opts)
+    return opts
+
+
+def _validate_list_options(opts: ListOptions) -> None:
+    """metainternalversion validation.ValidateListOptions."""
+    causes: list[errors.Cause] = []
+    match = opts.resource_version_match
+    if opts.send_initial_events is not None:
+        if not opts.watch:
+            causes.append(
+                errors.field_forbidden(
+                    "sendInitialEvents", "sendInitialEvents is forbidden for list"
+                )
+            )
+        else:
+            if match != "NotOlderThan":
+                causes.append(
+                    errors.field_forbidden(
+                        "resourceVersionMatch",
+                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    )
+                )
+            if not opts.allow_bookmarks:
+                causes.append(
+                    errors.field_forbidden(
+                        "allowWatchBookmarks",
+                        "sendInitialEvents requires setting allowWatchBookmarks to true",
+                    )
+                )
+    elif opts.watch and match:
+        causes.append(
+            errors.field_forbidden(
+                "resourceVersionMatch", "resourceVersionMatch is forbidden for watch"
+            )
+        )
+    if match and not opts.watch:
+        if not opts.resource_version:
+            causes.append(
+                errors.field_forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                )
+            )
+        if opts.continue_token:
+            causes.append(
+                errors.field_forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                )
+            )
+        if match not in ("Exact", "NotOlderThan"):
+            causes.append(
+                errors.field_not_supported(
+                    "resourceVersionMatch", match, ("Exact", "NotOlderThan", "")
+                )
+            )
+        if match == "Exact" and opts.resource_version == "0":
+            causes.append(
+                errors.field_forbidden(
+                    "resourceVersionMatch",
+                    'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+                )
+            )
+    if causes:
+        raise _list_options_invalid(causes)
+
+
+def parse_resource_version(value: str) -> int:
+    try:
+        rv = int(value)
+    except ValueError:
+        raise errors.bad_request(
+            f'invalid resource version: strconv.ParseUint: parsing "{value}": invalid syntax'
+        ) from None
+    if rv < 0:
+        raise errors.bad_request(
+            f'invalid resource version: strconv.ParseUint: parsing "{value}": invalid syntax'
+        )
+    return rv
+
+
+def matches(obj: Json, opts: ListOptions) -> bool:
+    if opts.labels is not None:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if not opts.labels.matches(labels):
+            return False
+    return opts.fields is None or opts.fields.matches(obj)
+
+
+def _encode_continue(rv: int, start: tuple[str, str]) -> str:
+    payload = {"v": "meta.k8s.io/v1", "rv": rv, "start": f"{start[0]}/{start[1]}\u0000"}
+    raw = json.dumps(payload, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        payload = json.loads(raw)
+        if payload.get("v") != "meta.k8s.io/v1":
+            raise ValueError(
+                "continue key is not valid: incorrect encoded start resourceVersion "
+                "(version meta.k8s.io/v1)"
+            )
+        start = str(payload["start"]).rstrip("\u0000")
+        namespace, _, name = start.partition("/")
+        return int(payload["rv"]), (namespace, name)
+    except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+        raise errors.bad_request(f"invalid continue token: {exc}") from None
+
+
+class Reader:
+    """Serves GET and LIST from the store."""
+
+    def __init__(self, store: Store, *, too_large_wait: float = 3.0) -> None:
+        self.store = store
+        self.too_large_wait = too_large_wait
+
+    async def wait_fresh(self, rv: int) -> None:
+        """NotOlderThan a future RV: wait briefly, then 504 Too large resource version."""
+        if rv <= self.store.resource_version:
+            return
+        if not await self.store.wait_for_resource_version(rv, self.too_large_wait):
+            raise errors.too_large_resource_version(rv, self.store.resource_version)
+
+    async def get(
+        self, rtype: ResourceType, namespace: str, name: str, query: Mapping[str, str]
+    ) -> Json:
+        rv = query.get("resourceVersion", "")
+        if rv and rv != "0":
+            await self.wait_fresh(parse_resource_version(rv))
+        stored = self.store.get(rtype.storage, namespace, name)
+        if stored is None:
+            raise errors.not_found(rtype.group, rtype.plural, name)
+        return rtype.present(stored)
+
+    async def get_scale(self, rtype: ResourceType, namespace: str, name: str) -> Json:
+        if rtype.scale is None:
+            raise errors.path_not_found()
+        stored = self.store.get(rtype.storage, namespace, name)
+        if stored is None:
+            raise errors.not_found(rtype.group, rtype.plural, name)
+        return scale_of(rtype, rtype.present(stored))
+
+    async def select(
+        self, rtype: ResourceType, namespace: str | None, opts: ListOptions
+    ) -> tuple[list[Json], int, str, int | None]:
+        """The items of one page, the list RV, the continue token and remainingItemCount."""
+        scope = namespace or None
+        start: tuple[str, str] | None = None
+        if opts.continue_token:
+            if opts.resource_version and opts.resource_version != "0":
+                raise errors.bad_request(
+                    "specifying resource version is not allowed when using continue"
+                )
+            rv, start = _decode_continue(opts.continue_token)
+            if rv < 0:
+                rv = self.store.resource_version
+                items = self.store.items(rtype.storage, scope)
+            else:
+                try:
+                    items = self.store.items_at(rtype.storage, scope, rv)
+                except TooOld:
+                    raise StatusError(
+                        410,
+                        "Expired",
+                        _EXPIRED_CONTINUE,
+                        status_metadata={"continue": _encode_continue(-1, start)},
+                    ) from None
+        else:
+            rv, items = await self._snapshot(rtype, scope, opts)
+        presented = [rtype.present(item) for item in items]
+        if start is not None:
+            presented = [o for o in presented if _key(o) > start]
+        selected = [o for o in presented if matches(o, opts)]
+        token = ""
+        remaining: int | None = None
+        if opts.limit > 0 and len(selected) > opts.limit:
+            page = selected[: opts.limit]
+            token = _encode_continue(rv, _key(page[-1]))
+            if not opts.filtered:
+                remaining = len(selected) - opts.limit
+            selected = page
+        return selected, rv, token, remaining
+
+    async def _snapshot(
+        self, rtype: ResourceType, scope: str | None, opts: ListOptions
+    ) -> tuple[int, list[Json]]:
+        value = opts.resource_version
+        if not value or value == "0":
+            return self.store.resource_version, self.store.items(rtype.storage, scope)
+        rv = parse_resource_version(value)
+        await self.wait_fresh(rv)
+        if opts.resource_version_match == "Exact":
+            try:
+                return rv, self.store.items_at(rtype.storage, scope, rv)
+            except TooOld as exc:
+                raise errors.expired(
+                    f"too old resource version: {exc.requested} ({exc.floor})"
+                ) from None
+        return self.store.resource_version, self.store.items(rtype.storage, scope)
+
+    async def list(self, rtype: ResourceType, namespace: str | None, opts: ListOptions) -> Json:
+        items, rv, token, remaining = await self.select(rtype, namespace, opts)
+        meta: Json = {"resourceVersion": str(rv)}
+        if token:
+            meta["continue"] = token
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        if not rtype.custom:
+            # Typed lists serialise their items without TypeMeta.
+            for item in items:
+                item.pop("apiVersion", None)
+                item.pop("kind", None)
+        return {
+            "apiVersion": rtype.api_version,
+            "items": items,
+            "kind": rtype.list_kind,
+            "metadata": meta,
+        }
+
+
+def _key(obj: Json) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return meta.get("namespace") or "", meta["name"]
