@@ -7,6 +7,9 @@ parallel test workers never race for a port. The child is tied to its parent wit
 ``PR_SET_PDEATHSIG``: if the parent dies without cleaning up (SIGKILL, a crashed test worker),
 the kernel stops the server too, so no orphan survives.
 
+``The maximum message size is raised from NATS's 1 MiB default to 4 MiB, because the Kubernetes
+API server accepts objects up to 1.5 MiB and every change event carries a whole object.
+
 ``restart()`` keeps the port and the store directory, which is what a test of "NATS itself was
 restarted" needs: clients reconnect to the same URL and find the same streams.
 """
@@ -68,6 +71,7 @@ class NatsServer:
         binary: str | None = None,
         startup_timeout: float = 20.0,
         log_file: str | os.PathLike[str] | None = None,
+        max_payload: int = 4 * 1024 * 1024,
     ) -> None:
         self._own_dir = store_dir is None
         self.store_dir = Path(store_dir or tempfile.mkdtemp(prefix="sandbus-nats-"))
@@ -76,6 +80,7 @@ class NatsServer:
         self.binary = binary or find_nats_server()
         self.startup_timeout = startup_timeout
         self.log_file = Path(log_file) if log_file else self.store_dir / "nats-server.log"
+        self.max_payload = max_payload
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -97,8 +102,13 @@ class NatsServer:
             return self
         self.store_dir.mkdir(parents=True, exist_ok=True)
         ports_dir = Path(tempfile.mkdtemp(prefix="ports-", dir=self.store_dir))
+        config = self.store_dir / "nats-server.conf"
+        # Only what has no command-line flag goes here; the flags below win over the file.
+        config.write_text(f"max_payload: {self.max_payload}\n")
         args = [
             self.binary,
+            "--config",
+            str(config),
             "--jetstream",
             "--store_dir",
             str(self.store_dir / "jetstream"),

@@ -30,7 +30,10 @@ log = logging.getLogger(__name__)
 
 Serve = Callable[[Settings], Coroutine[Any, Any, None]]
 
-SERVICES: dict[str, str] = {}
+SERVICES: dict[str, str] = {
+    "watcher": "services.watcher.service:serve",
+    "sandbox": "services.sandbox.service:serve",
+}
 """Service name → ``"module:function"`` of its ``serve(settings)``; each service adds itself."""
 
 

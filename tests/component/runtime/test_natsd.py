@@ -114,3 +114,18 @@ def test_a_missing_binary_is_a_clear_error() -> None:
 
     with pytest.raises(NatsServerError, match="cannot start"):
         NatsServer(binary="/nonexistent/nats-server").start()
+
+
+async def test_an_object_as_large_as_the_api_server_allows_fits_in_one_message(
+    nats_server: NatsServer,
+) -> None:
+    """etcd stores objects up to 1.5 MiB; each change event carries one whole object."""
+    nc = await nats.connect(nats_server.url)
+    try:
+        assert nc.max_payload >= 2 * 1024 * 1024
+        js = nc.jetstream()
+        await js.add_stream(StreamConfig(name="BIG", subjects=["big.>"]))
+        ack = await js.publish("big.object", b"x" * (1536 * 1024 + 4096))
+        assert ack.seq == 1
+    finally:
+        await nc.close()

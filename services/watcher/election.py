@@ -1,0 +1,220 @@
+"""The Lease loop of one watcher replica: acquire, renew, notice the loss, release on stop.
+
+The decisions are in :mod:`services.watcher.lease`; this is the loop that reads and writes the
+Lease once per retry period and keeps :meth:`LeaseElector.is_leader` true exactly as long as the
+last successful renewal allows. A leader that cannot renew (API server unreachable, a Conflict
+because someone else took the Lease) stops counting itself leader when its renew deadline
+passes, whatever the loop is doing at that moment: :meth:`is_leader` reads the clock, it is not
+a flag that a stuck request could fail to clear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from services.watcher.kubeapi import CONNECTION_ERRORS, KubeApi, KubeApiError
+from services.watcher.lease import (
+    LeaseTimings,
+    Observation,
+    acquired_lease,
+    holder_of,
+    leader_until,
+    low_water_of,
+    next_action,
+    observe,
+    released_lease,
+    renewed_lease,
+)
+
+__all__ = ["LeaseElector"]
+
+_RELEASE_FAILURES: tuple[type[BaseException], ...] = (
+    KubeApiError,
+    TimeoutError,
+    *CONNECTION_ERRORS,
+)
+
+log = logging.getLogger(__name__)
+
+
+class LeaseElector:
+    def __init__(
+        self,
+        kube: KubeApi,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        timings: LeaseTimings,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.timings = timings
+        self._clock = clock
+        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self._path = f"{self._collection}/{name}"
+        self._lease: dict[str, Any] | None = None
+        self._observation: Observation | None = None
+        self._leading_until = 0.0
+        self._changed = asyncio.Event()
+        self.low_water: Callable[[], int | None] = lambda: None
+        """Set by the leader's session: the mark each renewal records."""
+        self.inherited_low_water: int | None = None
+        """The mark found on the Lease when this replica took it."""
+        self.transitions = 0
+        """How many times this replica became leader."""
+
+    # -- what the rest of the watcher asks --------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self._clock() < self._leading_until
+
+    async def wait_leading(self) -> None:
+        while not self.is_leader():
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def wait_lost(self) -> None:
+        """Return once this replica is not the leader (at once if it is not)."""
+        while True:
+            remaining = self._leading_until - self._clock()
+            if remaining <= 0:
+                return
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._changed.wait()
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[LeaseElector]:
+        """Run the Lease loop in the background; on exit, release the Lease if held."""
+        task = asyncio.create_task(self._loop(), name=f"lease-{self.name}")
+        try:
+            yield self
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await self._release()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except KubeApiError as error:
+                # 409: another replica wrote the Lease first; read it again next round.
+                log.log(
+                    logging.DEBUG if error.status == 409 else logging.WARNING,
+                    "lease %s/%s: %s",
+                    self.namespace,
+                    self.name,
+                    error,
+                )
+                self._lease = None
+            except CONNECTION_ERRORS as error:
+                log.warning(
+                    "lease %s/%s: API server unreachable: %r", self.namespace, self.name, error
+                )
+                self._lease = None
+            except Exception:
+                log.exception("lease %s/%s: unexpected failure", self.namespace, self.name)
+                self._lease = None
+            self._changed.set()
+            await asyncio.sleep(self.timings.retry_period)
+
+    async def _step(self) -> None:
+        started = self._clock()
+        now = datetime.now(UTC)
+        held = self._lease if self.is_leader() else None
+        if held is not None and holder_of(held) == self.identity:
+            # Renew straight from our last write: its resourceVersion is the precondition.
+            self._won(
+                started,
+                await self._kube.replace(
+                    self._path, renewed_lease(held, now=now, low_water=self.low_water())
+                ),
+                renewal=True,
+            )
+            return
+        lease = await self._read()
+        if lease is not None:
+            self._observation = observe(self._observation, lease, started)
+        action = next_action(lease, self._observation, self.identity, started, self.timings)
+        if action == "wait":
+            self._lease = lease
+            return
+        if action == "renew":
+            # The Lease names us but we do not lead: a previous run of this replica (same
+            # identity) held it. Taking it back is an acquisition, with that run's mark.
+            assert lease is not None
+            renewal = self.is_leader()
+            written = await self._kube.replace(
+                self._path, renewed_lease(lease, now=now, low_water=self.low_water())
+            )
+            if not renewal:
+                self.inherited_low_water = low_water_of(lease)
+            self._won(started, written, renewal=renewal)
+            return
+        body = acquired_lease(
+            lease,
+            namespace=self.namespace,
+            name=self.name,
+            identity=self.identity,
+            now=now,
+            timings=self.timings,
+        )
+        if action == "create":
+            written = await self._kube.create(self._collection, body)
+        else:
+            written = await self._kube.replace(self._path, body)
+        self.inherited_low_water = low_water_of(lease)
+        self._won(started, written, renewal=False)
+
+    async def _read(self) -> dict[str, Any] | None:
+        try:
+            return await self._kube.get(self._path)
+        except KubeApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def _won(self, started: float, written: dict[str, Any], *, renewal: bool) -> None:
+        self._lease = written
+        if not renewal:
+            self.transitions += 1
+            log.info(
+                "%s leads %s/%s (transition %s)",
+                self.identity,
+                self.namespace,
+                self.name,
+                written.get("spec", {}).get("leaseTransitions"),
+            )
+        self._leading_until = leader_until(started, self.timings)
+        self._changed.set()
+
+    async def _release(self) -> None:
+        if not self.is_leader() or self._lease is None:
+            return
+        lease = self._lease
+        self._leading_until = 0.0
+        self._changed.set()
+        body = released_lease(lease, now=datetime.now(UTC), low_water=self.low_water())
+        try:
+            async with asyncio.timeout(self.timings.retry_period * 2):
+                await self._kube.replace(self._path, body)
+            log.info("%s released %s/%s", self.identity, self.namespace, self.name)
+        except _RELEASE_FAILURES as error:
+            log.warning("releasing lease %s/%s failed: %r", self.namespace, self.name, error)

@@ -1,0 +1,336 @@
+"""Publishing decided changes: in order per object, in parallel across objects, never dropped.
+
+The watch loops decide (:mod:`services.watcher.diffing`) and hand each :class:`Change` to
+:meth:`Publisher.submit`. The publisher keeps three promises:
+
+**Order per object.** Every object key hashes to one of ``shards`` queues, each drained by one
+task that publishes one change at a time: the changes of one object leave in the order they
+were decided, while different objects proceed in parallel (the idea of Kopf's per-object
+queues, with a fixed number of tasks instead of one per object).
+
+**Bounded memory, and backpressure.** At most ``max_pending`` changes wait in all queues
+together; :meth:`submit` blocks when they are full. The watch loop that called it stops reading
+its HTTP stream, TCP fills up, and the API server holds its events (or, if it falls too far
+behind, closes the watch, which the watch loop resumes from the last resourceVersion). A slow
+NATS therefore slows the watcher down; it never makes it buffer without limit.
+
+**Exactly once, in two writes.** Each change becomes one CloudEvent, written first to the event
+log (with its deterministic id as ``Nats-Msg-Id`` and the trace context as headers), then to the
+state table, each write fenced by the subject's last sequence
+(:func:`services.watcher.streams.fenced_publish`) and retried until it lands or this replica
+stops leading. The low-water mark (:class:`services.watcher.recovery.LowWater`) follows every
+change from its first write to its second, so that a successor knows where to look for a
+change that was cut in half.
+
+A synthetic deletion has no object of its own: its object is the last state published for that
+key, read back from the state table (or the event log, if the state table lags).
+
+An event larger than the connection's ``max_payload`` cannot be published at all (NATS' default
+is 1 MiB; the API server admits objects up to 1.5 MiB). It is not dropped silently: a dead
+letter with the reason and the object's identity (its metadata only) goes to the dead-letter
+subject of the event, and the change counts as handled. The remedy is to raise
+``max_payload`` in the NATS server configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client
+from nats.js.api import RawStreamMsg
+
+from events.codec import EventDecodeError, decode_event, encode_event
+from events.headers import MSG_ID, event_headers
+from events.subjects import event_subject, state_subject
+from events.types import (
+    ObjectAdded,
+    ObjectDeleted,
+    ObjectModified,
+    ObservedObjectError,
+    observed_event,
+)
+from services.runtime.bus import BusConfig, ensure_bus, publish_dead_letter
+from services.watcher.diffing import Change, ObjectKey
+from services.watcher.recovery import LowWater, Seqs, StoredEventError, stored_event
+from services.watcher.resources import WatchedResource
+from services.watcher.streams import (
+    TRANSIENT,
+    Backoff,
+    LeadershipLost,
+    PublishStats,
+    fenced_publish,
+    last_message,
+)
+from services.watcher.tracing import trace_context
+
+__all__ = [
+    "EVENT_SEQUENCE_HEADER",
+    "LOW_WATER_HEADER",
+    "Publisher",
+    "event_id_of_log_message",
+    "event_id_of_state_message",
+]
+
+log = logging.getLogger(__name__)
+
+EVENT_SEQUENCE_HEADER = "Sandbus-Event-Sequence"
+"""On a state-table message: the event-log sequence of the same event."""
+LOW_WATER_HEADER = "Sandbus-Low-Water"
+"""On a state-table message: the writer's event-log low-water mark when it wrote."""
+
+_HEADER_ALLOWANCE = 1024
+"""Room left for the headers under ``max_payload``, which limits headers and payload together."""
+
+
+def event_id_of_log_message(msg: RawStreamMsg) -> str | None:
+    return (msg.headers or {}).get(MSG_ID)
+
+
+def event_id_of_state_message(msg: RawStreamMsg) -> str | None:
+    if not msg.data:
+        return None
+    try:
+        return stored_event(msg.data, msg.seq or 0).event_id
+    except StoredEventError:
+        return None
+
+
+class Publisher:
+    """Sharded, ordered, bounded publishing of one leader's changes."""
+
+    def __init__(
+        self,
+        nc: Client,
+        *,
+        bus: BusConfig,
+        resources: Mapping[str, WatchedResource],
+        may_write: Callable[[], bool],
+        low_water: LowWater,
+        seqs: dict[ObjectKey, Seqs],
+        shards: int = 32,
+        max_pending: int = 1024,
+        ack_timeout: float = 5.0,
+        stats: PublishStats | None = None,
+    ) -> None:
+        self._nc = nc
+        self._js = nc.jetstream()
+        self._bus = bus
+        self._resources = resources
+        self._may_write = may_write
+        self._low_water = low_water
+        self._seqs = seqs
+        self._queues: list[asyncio.Queue[Change]] = [asyncio.Queue() for _ in range(shards)]
+        self._slots = asyncio.Semaphore(max_pending)
+        self._pending = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._ack_timeout = ack_timeout
+        self.stats = stats if stats is not None else PublishStats()
+
+    # -- the watch loops' side --------------------------------------------------------------
+
+    async def submit(self, change: Change) -> None:
+        """Queue ``change`` behind the earlier changes of its object; waits while full."""
+        await self._slots.acquire()
+        self._pending += 1
+        self._idle.clear()
+        self._queues[hash(change.key) % len(self._queues)].put_nowait(change)
+
+    async def idle(self) -> None:
+        """Wait until every submitted change is published (for tests and benchmarks)."""
+        await self._idle.wait()
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    # -- the publishing side ----------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Drain the queues until cancelled, or until this replica stops leading
+        (:class:`LeadershipLost`)."""
+        async with asyncio.TaskGroup() as group:
+            for index, queue in enumerate(self._queues):
+                group.create_task(self._drain(queue), name=f"watcher-publish-{index}")
+
+    async def _drain(self, queue: asyncio.Queue[Change]) -> None:
+        while True:
+            change = await queue.get()
+            await self._publish(change)
+            self._pending -= 1
+            self._slots.release()
+            if self._pending == 0:
+                self._idle.set()
+
+    async def _repair_bus(self) -> None:
+        await ensure_bus(self._js, self._bus)
+
+    async def _publish(self, change: Change) -> None:
+        floor = self._low_water.begin()
+        obj = change.object
+        if obj is None:
+            obj = await self._last_published_object(change)
+        resource = self._resources[change.key.kind]
+        obj = resource.complete(dict(obj))
+        trace = trace_context(change.event_id, obj)
+        try:
+            event = observed_event(
+                change.change,
+                obj,
+                time=datetime.now(UTC),
+                synthetic=change.synthetic,
+                traceparent=trace.traceparent,
+                tracestate=trace.tracestate,
+            )
+        except ObservedObjectError as error:
+            await self._dead_letter(change, obj, f"the object cannot become an event: {error}")
+            self._low_water.end(floor)
+            return
+        payload = encode_event(event)
+        if len(payload) + _HEADER_ALLOWANCE > self._nc.max_payload:
+            await self._dead_letter(
+                change,
+                obj,
+                f"event {change.event_id} is {len(payload)} bytes, above the NATS max_payload "
+                f"of {self._nc.max_payload} bytes; raise max_payload in the server config",
+            )
+            self._low_water.end(floor)
+            return
+        key = change.key
+        seqs = self._seqs.get(key, Seqs(None, None))
+        headers = event_headers(
+            event.id, traceparent=event.traceparent, tracestate=event.tracestate, dedup=True
+        )
+        event_seq = await fenced_publish(
+            self._js,
+            stream=self._bus.event_log_stream,
+            subject=event_subject(key.kind, key.namespace or None, key.name),
+            payload=payload,
+            headers=headers,
+            expected=seqs.event,
+            event_id=event.id,
+            stored_id=event_id_of_log_message,
+            may_write=self._may_write,
+            repair_bus=self._repair_bus,
+            stats=self.stats,
+            ack_timeout=self._ack_timeout,
+        )
+        self._low_water.acked(event_seq)
+        state_headers = event_headers(
+            event.id, traceparent=event.traceparent, tracestate=event.tracestate, dedup=False
+        )
+        state_headers[EVENT_SEQUENCE_HEADER] = str(event_seq)
+        state_headers[LOW_WATER_HEADER] = str(self._low_water.value)
+        deleted = change.change == "deleted"
+        state_seq = await fenced_publish(
+            self._js,
+            stream=self._bus.state_stream,
+            subject=state_subject(key.kind, key.namespace or None, key.name),
+            payload=payload,
+            headers=state_headers,
+            expected=seqs.state,
+            event_id=event.id,
+            stored_id=event_id_of_state_message,
+            may_write=self._may_write,
+            repair_bus=self._repair_bus,
+            stats=self.stats,
+            ack_timeout=self._ack_timeout,
+            msg_ttl=self._bus.state_tombstone_ttl if deleted else None,
+        )
+        self._low_water.end(floor)
+        self.stats.published += 1
+        if deleted:
+            # Forget the object: memory stays bounded by the live objects. A later object
+            # under the same name starts unfenced and learns the sequences on its first write.
+            self._seqs.pop(key, None)
+        else:
+            self._seqs[key] = Seqs(event_seq, state_seq)
+
+    async def _last_published_object(self, change: Change) -> dict[str, Any]:
+        """The state a synthetic deletion carries: the last one published for its key."""
+        key = change.key
+        places = (
+            (self._bus.state_stream, state_subject(key.kind, key.namespace or None, key.name)),
+            (self._bus.event_log_stream, event_subject(key.kind, key.namespace or None, key.name)),
+        )
+        backoff = Backoff()
+        for stream, subject in places:
+            while True:
+                if not self._may_write():
+                    raise LeadershipLost(f"stopped before publishing {change.event_id}")
+                try:
+                    last = await last_message(self._js, stream, subject)
+                    break
+                except TRANSIENT as error:
+                    log.info("reading %s for %s: %r; retrying", subject, change.event_id, error)
+                    await backoff.wait()
+            if last is None or not last.data:
+                continue
+            try:
+                event = decode_event(last.data)
+            except EventDecodeError:
+                continue
+            if not isinstance(event, ObjectAdded | ObjectModified | ObjectDeleted):
+                continue
+            metadata = event.data.object.get("metadata") or {}
+            if (metadata.get("uid"), metadata.get("resourceVersion")) == (
+                change.uid,
+                change.resource_version,
+            ):
+                return dict(event.data.object)
+        log.warning(
+            "the last published state of %s (%s) is not on the bus any more; "
+            "its synthetic deletion carries only its identity",
+            key,
+            change.event_id,
+        )
+        metadata_only: dict[str, Any] = {
+            "name": key.name,
+            "uid": change.uid,
+            "resourceVersion": change.resource_version,
+        }
+        if key.namespace:
+            metadata_only["namespace"] = key.namespace
+        return {"kind": key.kind, "metadata": metadata_only}
+
+    async def _dead_letter(self, change: Change, obj: Mapping[str, Any], reason: str) -> None:
+        """Record a change that cannot be published, with its identity, on the dead-letter
+        subject of its event; retried like any write."""
+        key = change.key
+        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        notice = {
+            "id": change.event_id,
+            "kind": key.kind,
+            "namespace": key.namespace,
+            "name": key.name,
+            "change": change.change,
+            "metadata": metadata,
+        }
+        payload = msgspec.json.encode(notice)
+        if len(payload) + _HEADER_ALLOWANCE > self._nc.max_payload:
+            payload = msgspec.json.encode({k: v for k, v in notice.items() if k != "metadata"})
+        log.error("dead-lettering %s: %s", change.event_id, reason)
+        backoff = Backoff()
+        while True:
+            if not self._may_write():
+                raise LeadershipLost(f"stopped before dead-lettering {change.event_id}")
+            try:
+                await publish_dead_letter(
+                    self._js,
+                    original_subject=event_subject(key.kind, key.namespace or None, key.name),
+                    payload=payload,
+                    reason=reason,
+                    config=self._bus,
+                    rejected_by="watcher",
+                    ack_timeout=self._ack_timeout,
+                )
+                break
+            except TRANSIENT as error:
+                log.info("dead-lettering %s: %r; retrying", change.event_id, error)
+                await backoff.wait()
+        self.stats.dead_lettered += 1

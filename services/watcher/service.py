@@ -1,0 +1,349 @@
+"""The watcher service: elect a leader, recover what was published, then list and watch forever.
+
+``serve(settings)`` is what ``sandbus run watcher`` runs. Every replica runs the Lease loop
+(:class:`~services.watcher.election.LeaseElector`); the one that leads runs a *session*, and a
+session ends the moment leadership is lost (its tasks are cancelled, its memory dropped).
+A session:
+
+1. **Recovers** the published view from the bus (:mod:`services.watcher.recovery`): the state
+   table, plus the event log's tail from the low-water mark found on the Lease and in the state
+   table, repairing state-table entries that a predecessor's crash left behind. Nothing is
+   kept from an earlier session of the same process: another replica may have led in between.
+2. Starts the :class:`~services.watcher.publisher.Publisher` (writes only while leading) and one
+   :class:`~services.watcher.watching.ResourceWatcher` per watched resource, each of which
+   relists and diffs against the recovered view before it watches.
+
+A new leader therefore publishes exactly what changed since the last event that reached the
+bus, whoever published it, and the fences and deterministic ids absorb a moment of overlap.
+
+Connections: NATS reconnects forever (nats-py buffers publishes while it does, and every write
+is retried until acknowledged); the API server is retried by each loop with backoff. Neither
+being down at start-up is fatal: the service waits for both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats
+from kubernetes_asyncio.client import ApiClient
+from nats.aio.client import Client
+from nats.js.errors import APIError
+
+from events.headers import CONTENT_TYPE, TRACEPARENT, TRACESTATE
+from events.subjects import EVENT_LOG_SUBJECTS, STATE_SUBJECTS, state_subject
+from services.runtime.bus import ensure_bus
+from services.runtime.settings import Settings, kube_api_client
+from services.watcher.config import WatcherConfig
+from services.watcher.diffing import ObjectKey, Seen
+from services.watcher.election import LeaseElector
+from services.watcher.kubeapi import KubeApi
+from services.watcher.publisher import (
+    EVENT_SEQUENCE_HEADER,
+    LOW_WATER_HEADER,
+    Publisher,
+    event_id_of_state_message,
+)
+from services.watcher.recovery import (
+    LowWater,
+    Recovered,
+    Seqs,
+    StoredEvent,
+    StoredEventError,
+    newest_per_key,
+    recover,
+    stored_event,
+)
+from services.watcher.resources import WATCHED_RESOURCES, WatchedResource
+from services.watcher.streams import (
+    TRANSIENT,
+    Backoff,
+    PublishStats,
+    fenced_publish,
+    read_range,
+)
+from services.watcher.watching import ResourceWatcher
+
+__all__ = ["Session", "Watcher", "connect_nats", "serve"]
+
+log = logging.getLogger(__name__)
+
+_EVENTS_FILTER = EVENT_LOG_SUBJECTS[0]  # sandbus.events.>: the watcher's part of the log
+_STATE_FILTER = STATE_SUBJECTS[0]
+
+
+@dataclass
+class Session:
+    """One leadership term of this replica, exposed for tests and diagnostics."""
+
+    recovered: Recovered | None = None
+    low_water: LowWater | None = None
+    publisher: Publisher | None = None
+    watchers: list[ResourceWatcher] = field(default_factory=list)
+    scanned_from: int | None = None
+    """Where the event-log tail scan started (None: the whole log)."""
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when every resource has been relisted once and its changes published."""
+
+
+class Watcher:
+    """One watcher replica."""
+
+    def __init__(
+        self,
+        nc: Client,
+        api_client: ApiClient,
+        config: WatcherConfig,
+        *,
+        resources: Sequence[WatchedResource] = WATCHED_RESOURCES,
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.config = config
+        self.resources = tuple(resources)
+        self._by_kind = {resource.kind: resource for resource in self.resources}
+        self.kube = KubeApi(api_client, request_timeout=config.request_timeout)
+        self.elector = LeaseElector(
+            KubeApi(api_client, request_timeout=max(1.0, config.lease.renew_deadline / 2)),
+            namespace=config.lease_namespace,
+            name=config.lease_name,
+            identity=config.identity,
+            timings=config.lease,
+        )
+        self.stats = PublishStats()
+        self.session: Session | None = None
+        self.sessions = 0
+
+    async def run(self) -> None:
+        """Run until cancelled; on cancellation the Lease is released if held."""
+        await self._provision()
+        async with self.elector.running():
+            while True:
+                await self.elector.wait_leading()
+                await self._lead_until_lost()
+
+    async def _provision(self) -> None:
+        backoff = Backoff(initial=0.2, maximum=5.0)
+        while True:
+            try:
+                await ensure_bus(self.js, self.config.bus)
+                return
+            except (*TRANSIENT, APIError) as error:
+                log.warning("provisioning the bus: %r; retrying", error)
+                await backoff.wait()
+
+    async def _lead_until_lost(self) -> None:
+        self.sessions += 1
+        session = Session()
+        self.session = session
+        leading = asyncio.create_task(self._lead(session), name="watcher-session")
+        lost = asyncio.create_task(self.elector.wait_lost(), name="watcher-lost")
+        try:
+            await asyncio.wait({leading, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (leading, lost):
+                task.cancel()
+            await asyncio.gather(leading, lost, return_exceptions=True)
+            # The session's last mark stays true after it: record it on release.
+            final = session.low_water.value if session.low_water is not None else None
+            self.elector.low_water = lambda: final
+        if leading.done() and not leading.cancelled():
+            error = leading.exception()
+            # Losing the lease fails the session's writes (LeadershipLost) by design; anything
+            # else while still leading is a fault worth a log line and a pause.
+            if error is not None and self.elector.is_leader():
+                log.error("the watcher session failed; starting a new one", exc_info=error)
+                await asyncio.sleep(1.0)
+        log.info("%s stopped leading", self.config.identity)
+
+    async def _lead(self, session: Session) -> None:
+        # Until recovered, renewals keep the mark the Lease already carries (the predecessor's).
+        self.elector.low_water = lambda: None
+        recovered, low_water = await self._recover(session)
+        session.recovered, session.low_water = recovered, low_water
+        self.elector.low_water = lambda: low_water.value
+        views: dict[str, dict[ObjectKey, Seen]] = defaultdict(dict)
+        for key, seen in recovered.view.items():
+            views[key.kind][key] = seen
+        publisher = Publisher(
+            self.nc,
+            bus=self.config.bus,
+            resources=self._by_kind,
+            may_write=self.elector.is_leader,
+            low_water=low_water,
+            seqs=recovered.seqs,
+            shards=self.config.shards,
+            max_pending=self.config.max_pending,
+            ack_timeout=self.config.ack_timeout,
+            stats=self.stats,
+        )
+        session.publisher = publisher
+        session.watchers = [
+            ResourceWatcher(
+                self.kube,
+                resource,
+                views[resource.kind],
+                publisher.submit,
+                inactivity_limit=self.config.inactivity_limit,
+                server_timeout=self.config.server_timeout,
+                page_size=self.config.list_page_size,
+            )
+            for resource in self.resources
+        ]
+        async with asyncio.TaskGroup() as group:
+            group.create_task(publisher.run(), name="watcher-publisher")
+            for watcher in session.watchers:
+                group.create_task(watcher.run(), name=f"watch-{watcher.resource.plural}")
+            group.create_task(self._mark_ready(session), name="watcher-ready")
+
+    async def _mark_ready(self, session: Session) -> None:
+        for watcher in session.watchers:
+            await watcher.synced.wait()
+        assert session.publisher is not None
+        await session.publisher.idle()
+        session.ready.set()
+        log.info("%s is in sync with the cluster", self.config.identity)
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    async def _recover(self, session: Session) -> tuple[Recovered, LowWater]:
+        bus = self.config.bus
+        state: dict[ObjectKey, StoredEvent] = {}
+        marks: list[int] = []
+        if self.elector.inherited_low_water:
+            marks.append(self.elector.inherited_low_water)
+        async for msg in read_range(self.js, bus.state_stream, _STATE_FILTER):
+            try:
+                entry = stored_event(
+                    msg.data,
+                    msg.metadata.sequence.stream,
+                    msg.headers,
+                    event_seq_header=EVENT_SEQUENCE_HEADER,
+                    low_water_header=LOW_WATER_HEADER,
+                )
+            except StoredEventError as error:
+                log.warning("state table: %s", error)
+                continue
+            state[entry.key] = entry
+            if entry.low_water:
+                marks.append(entry.low_water)
+        start = max(marks) if marks else None
+        session.scanned_from = start
+        last_seq = (await self.js.stream_info(bus.event_log_stream)).state.last_seq
+        logged: dict[ObjectKey, tuple[StoredEvent, bytes, dict[str, str]]] = {}
+        if start is None or start <= last_seq:
+            async for msg in read_range(
+                self.js, bus.event_log_stream, _EVENTS_FILTER, start_seq=start
+            ):
+                seq = msg.metadata.sequence.stream
+                last_seq = max(last_seq, seq)
+                try:
+                    entry = stored_event(msg.data, seq)
+                except StoredEventError as error:
+                    log.debug("event log: %s", error)
+                    continue
+                logged[entry.key] = (entry, msg.data, dict(msg.headers or {}))
+        recovered = recover(state, newest_per_key(entry for entry, _, _ in logged.values()))
+        for repair in recovered.repairs:
+            _, payload, headers = logged[repair.key]
+            await self._repair_state(recovered, repair, payload, headers, start or 1)
+        if recovered.repairs:
+            log.info("repaired %d state-table entries from the event log", len(recovered.repairs))
+        low_water = LowWater(start or 1)
+        low_water.recovered(last_seq)
+        return recovered, low_water
+
+    async def _repair_state(
+        self,
+        recovered: Recovered,
+        repair: StoredEvent,
+        payload: bytes,
+        log_headers: dict[str, str],
+        low_water: int,
+    ) -> None:
+        key = repair.key
+        seqs = recovered.seqs.get(key, Seqs(None, None))
+        headers = {
+            name: log_headers[name]
+            for name in (CONTENT_TYPE, TRACEPARENT, TRACESTATE)
+            if name in log_headers
+        }
+        headers[EVENT_SEQUENCE_HEADER] = str(repair.seq)
+        headers[LOW_WATER_HEADER] = str(low_water)
+        state_seq = await fenced_publish(
+            self.js,
+            stream=self.config.bus.state_stream,
+            subject=state_subject(key.kind, key.namespace or None, key.name),
+            payload=payload,
+            headers=headers,
+            expected=seqs.state,
+            event_id=repair.event_id,
+            stored_id=event_id_of_state_message,
+            may_write=self.elector.is_leader,
+            repair_bus=self._provision,
+            stats=self.stats,
+            ack_timeout=self.config.ack_timeout,
+            msg_ttl=(
+                self.config.bus.state_tombstone_ttl if repair.id.change == "deleted" else None
+            ),
+        )
+        recovered.seqs[key] = Seqs(repair.seq, state_seq)
+
+
+async def connect_nats(url: str, *, name: str) -> Client:
+    """A NATS connection that reconnects forever; waits (with backoff) for a first connection."""
+
+    connected: list[Client] = []
+
+    async def disconnected() -> None:
+        if connected and connected[0].is_closed:
+            return  # our own close, not an outage
+        log.warning("NATS disconnected; reconnecting")
+
+    async def reconnected() -> None:
+        log.info("NATS reconnected")
+
+    async def error(exc: Exception) -> None:
+        log.debug("NATS: %r", exc)
+
+    backoff = Backoff(initial=0.2, maximum=5.0)
+    while True:
+        try:
+            options: dict[str, Any] = {
+                "name": name,
+                "connect_timeout": 2,
+                "allow_reconnect": True,
+                "max_reconnect_attempts": -1,
+                "reconnect_time_wait": 0.5,
+                "ping_interval": 10,
+                "max_outstanding_pings": 3,
+                "disconnected_cb": disconnected,
+                "reconnected_cb": reconnected,
+                "error_cb": error,
+            }
+            connected.append(await nats.connect(url, **options))
+            return connected[0]
+        except (*TRANSIENT, nats.errors.NoServersError) as failure:
+            log.warning("cannot connect to NATS at %s: %r; retrying", url, failure)
+            await backoff.wait()
+
+
+async def serve(settings: Settings) -> None:
+    """``sandbus run watcher``: run one replica until cancelled."""
+    config = WatcherConfig.from_env()
+    nc = await connect_nats(settings.nats_url, name=f"sandbus-watcher {config.identity}")
+    try:
+        api_client = await kube_api_client(settings)
+        try:
+            await Watcher(nc, api_client, config).run()
+        finally:
+            await api_client.close()
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.close()

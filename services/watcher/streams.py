@@ -1,0 +1,224 @@
+"""Reading the event log and the state table back, and writing to them with a fence.
+
+Three operations that the publisher and the recovery need, kept thin:
+
+- :func:`read_range`: every message of a stream under a filter from a start sequence, through an
+  ephemeral pull consumer without acks (nothing is consumed; the consumer is deleted after), in
+  bounded batches, ending when the consumer reports nothing pending.
+- :func:`last_message`: the last message on one subject, by direct get (both streams have
+  ``allow_direct``), or None.
+- :func:`fenced_publish`: a publish with ``Nats-Expected-Last-Subject-Sequence``. The fence is
+  what keeps one object's events in order when two leaders overlap for a moment, and what makes
+  a retry after a lost acknowledgement land exactly once even outside the duplicate window: the
+  server refuses a write whose writer has not seen the subject's latest message (error 10071),
+  and then the latest message says whether it is already ours (done) or someone else's (write
+  again after it, if this replica still leads). Transient failures (NATS restarting,
+  timeouts) are retried with backoff for as long as ``may_write`` says so: a change is never
+  dropped while this replica leads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RawStreamMsg
+from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
+
+__all__ = [
+    "ERR_WRONG_LAST_SEQUENCE",
+    "EXPECTED_LAST_SUBJECT_SEQUENCE",
+    "Backoff",
+    "LeadershipLost",
+    "PublishStats",
+    "fenced_publish",
+    "last_message",
+    "read_range",
+]
+
+log = logging.getLogger(__name__)
+
+EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
+ERR_WRONG_LAST_SEQUENCE = 10071
+_ERR_STREAM_NOT_FOUND = 10059
+
+TRANSIENT = (NatsError, TimeoutError, asyncio.TimeoutError, ConnectionError, OSError)
+"""What a publish or a request raises while NATS is unreachable or restarting."""
+
+
+class LeadershipLost(Exception):
+    """This replica does not lead any more; whatever it was writing is abandoned."""
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with full jitter, for retries that never give up."""
+
+    initial: float = 0.05
+    maximum: float = 2.0
+    _current: float = 0.0
+
+    def reset(self) -> None:
+        self._current = 0.0
+
+    async def wait(self) -> None:
+        self._current = min(self.maximum, max(self.initial, self._current * 2))
+        await asyncio.sleep(random.uniform(self._current / 2, self._current))
+
+
+@dataclass
+class PublishStats:
+    """Counters a test or an operator reads to see what the publishing went through."""
+
+    published: int = 0
+    duplicates: int = 0
+    """Publishes JetStream reported as duplicates (deduplicated by id)."""
+    fenced: int = 0
+    """Writes refused by the subject-sequence fence and resolved by reading the subject."""
+    retries: int = 0
+    """Writes retried after a transient failure (NATS unreachable, a timeout)."""
+    dead_lettered: int = 0
+
+
+async def read_range(
+    js: JetStreamContext,
+    stream: str,
+    filter_subject: str,
+    *,
+    start_seq: int | None = None,
+    batch: int = 256,
+    fetch_timeout: float = 5.0,
+) -> AsyncIterator[Msg]:
+    """Every stored message of ``stream`` under ``filter_subject`` from ``start_seq`` (all when
+    None), oldest first."""
+    config = ConsumerConfig(
+        ack_policy=AckPolicy.NONE,
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start_seq else DeliverPolicy.ALL,
+        opt_start_seq=start_seq if start_seq else None,
+        filter_subject=filter_subject,
+        inactive_threshold=60.0,
+        mem_storage=True,
+        num_replicas=1,
+    )
+    sub = await js.pull_subscribe(filter_subject, stream=stream, config=config)
+    consumer_name = config.name  # pull_subscribe names the ephemeral consumer in the config
+    try:
+        info = await sub.consumer_info()
+        if not info.num_pending:
+            return
+        while True:
+            try:
+                messages = await sub.fetch(batch, timeout=fetch_timeout)
+            except TimeoutError:
+                continue
+            for msg in messages:
+                yield msg
+                if msg.metadata.num_pending == 0:
+                    return
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+        with contextlib.suppress(Exception):
+            if consumer_name:
+                await js.delete_consumer(stream, consumer_name)
+
+
+async def last_message(js: JetStreamContext, stream: str, subject: str) -> RawStreamMsg | None:
+    try:
+        return await js.get_last_msg(stream, subject, direct=True)
+    except NotFoundError:
+        return None
+
+
+async def fenced_publish(
+    js: JetStreamContext,
+    *,
+    stream: str,
+    subject: str,
+    payload: bytes,
+    headers: dict[str, str],
+    expected: int | None,
+    event_id: str,
+    stored_id: Callable[[RawStreamMsg], str | None],
+    may_write: Callable[[], bool],
+    repair_bus: Callable[[], Awaitable[None]],
+    stats: PublishStats,
+    ack_timeout: float = 5.0,
+    msg_ttl: float | None = None,
+) -> int:
+    """Write ``payload`` as the next message of ``subject``; returns its stream sequence.
+
+    ``expected`` is the subject's last sequence as this writer knows it (None: no message).
+    ``stored_id`` reads the event id of a stored message, to recognise our own write.
+    Raises :class:`LeadershipLost` as soon as ``may_write`` turns False.
+    """
+    backoff = Backoff()
+    while True:
+        if not may_write():
+            raise LeadershipLost(f"stopped writing {event_id} to {subject}")
+        fenced = dict(headers)
+        fenced[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(expected or 0)
+        try:
+            ack = await js.publish(
+                subject,
+                payload,
+                timeout=ack_timeout,
+                stream=stream,
+                headers=fenced,
+                msg_ttl=msg_ttl,
+            )
+        except APIError as error:
+            if error.err_code == ERR_WRONG_LAST_SEQUENCE:
+                stats.fenced += 1
+                try:
+                    last = await last_message(js, stream, subject)
+                except TRANSIENT as transient:
+                    log.warning("reading the last message of %s: %r", subject, transient)
+                    stats.retries += 1
+                    await backoff.wait()
+                    continue
+                ours = last is not None and last.seq is not None and stored_id(last) == event_id
+                log.debug(
+                    "%s: expected last sequence %s, found %s (%s)",
+                    subject,
+                    expected,
+                    last.seq if last is not None else None,
+                    "our write" if ours else "another write",
+                )
+                if ours:
+                    assert last is not None and last.seq is not None
+                    return last.seq
+                expected = last.seq if last is not None else None
+                continue
+            if error.err_code == _ERR_STREAM_NOT_FOUND:
+                await _repair(repair_bus, stream)
+            log.warning("publishing %s to %s failed: %s", event_id, subject, error)
+            stats.retries += 1
+            await backoff.wait()
+            continue
+        except NoStreamResponseError:
+            await _repair(repair_bus, stream)
+            stats.retries += 1
+            await backoff.wait()
+            continue
+        except TRANSIENT as error:
+            log.info("publishing %s to %s: %r; retrying", event_id, subject, error)
+            stats.retries += 1
+            await backoff.wait()
+            continue
+        if ack.duplicate:
+            stats.duplicates += 1
+        return ack.seq
+
+
+async def _repair(repair_bus: Callable[[], Awaitable[None]], stream: str) -> None:
+    log.warning("stream %s is missing; provisioning the bus again", stream)
+    with contextlib.suppress(*TRANSIENT, APIError):
+        await repair_bus()

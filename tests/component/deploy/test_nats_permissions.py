@@ -1,0 +1,527 @@
+"""The per-service NATS users, against a real nats-server running the committed nats.conf.
+
+Each test does what a service really does, through the project's own bus code where there is some:
+ensure_bus, publish_event, put_state, enqueue_warm, the workers' BusFeed. It passes when the
+server lets it through. What a user must not do is tried too, and the server must refuse it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+import nats
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from events.codec import nats_subject, state_table_subject
+from events.subjects import (
+    decision_subject,
+    event_filter,
+    warm_consumer_name,
+    warm_queue_filter,
+)
+from events.types import ObjectEvent, WarmEntry, WarmQueued, observed_event, warm_queued_event
+from services.runtime.bus import (
+    BusConfig,
+    enqueue_warm,
+    ensure_bus,
+    publish_dead_letter,
+    publish_event,
+    put_state,
+)
+from services.runtime.natsd import find_nats_server
+from services.runtime.reconcile.feeding import BusFeed, durable_name
+from tests.component.deploy.conftest import Client, SecuredNats
+from tests.unit.deploy.manifests import (
+    BASE,
+    NATS_CONF,
+    example_password_variables,
+    nats_conf_value,
+    provision_script,
+    render,
+)
+
+Connect = Callable[..., Awaitable[Client]]
+BUS = BusConfig()
+STREAMS = {BUS.event_log_stream, BUS.state_stream, BUS.warm_stream, BUS.dead_letter_stream}
+WORKERS = ("sandbox", "pool", "claim", "snapshot")
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _sandbox_event(name: str = "s1", resource_version: str = "7") -> ObjectEvent:
+    return observed_event(
+        "added",
+        {
+            "apiVersion": "agents.x-k8s.io/v1beta1",
+            "kind": "Sandbox",
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "uid": f"uid-{name}",
+                "resourceVersion": resource_version,
+            },
+            "spec": {"podTemplate": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+        },
+        time=NOW,
+    )
+
+
+async def _provision(connect: Connect) -> None:
+    provisioner = await connect("provisioner")
+    await ensure_bus(provisioner.js, BUS)
+
+
+# --- the server and its configuration ----------------------------------------------------------
+
+
+def test_the_server_accepts_the_config_with_every_password_set() -> None:
+    passwords = {variable: "x" for variable in example_password_variables()}
+
+    result = subprocess.run(
+        [_nats_server(), "-t", "-c", str(NATS_CONF)],
+        env={**os.environ, **passwords},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_a_missing_password_stops_the_server_and_names_it() -> None:
+    passwords = {variable: "x" for variable in example_password_variables()}
+    del passwords["SANDBUS_NATS_PASSWORD_CLAIM"]
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("SANDBUS_NATS_PASSWORD_")
+    }
+
+    result = subprocess.run(
+        [_nats_server(), "-t", "-c", str(NATS_CONF)],
+        env={**environment, **passwords},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert result.returncode != 0
+    assert "SANDBUS_NATS_PASSWORD_CLAIM" in result.stderr + result.stdout
+
+
+async def test_a_wrong_password_is_refused(secured_nats: SecuredNats) -> None:
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await nats.connect(
+            f"nats://watcher:wrong@127.0.0.1:{secured_nats.port}", allow_reconnect=False
+        )
+
+
+# --- provisioning ------------------------------------------------------------------------------
+
+
+def test_the_init_containers_script_provisions_the_streams_as_provisioner(
+    secured_nats: SecuredNats,
+) -> None:
+    script = provision_script(render(BASE))
+    environment = {**os.environ, "SANDBUS_NATS_URL": secured_nats.url("provisioner")}
+
+    def run() -> str:
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    first, second = run(), run()
+
+    assert sorted(first.splitlines()) == sorted(f"stream {name}: created" for name in STREAMS)
+    assert sorted(second.splitlines()) == sorted(f"stream {name}: unchanged" for name in STREAMS)
+
+
+@pytest.mark.parametrize("user", ["watcher", *WORKERS, "reader"])
+async def test_only_the_provisioner_creates_or_changes_streams(connect: Connect, user: str) -> None:
+    client = await connect(user)
+
+    for action in ("CREATE", "UPDATE", "DELETE", "PURGE"):
+        subject = f"$JS.API.STREAM.{action}.{BUS.event_log_stream}"
+        assert await client.publish_refused(subject), subject
+
+
+async def test_the_provisioner_reads_and_writes_no_data_and_deletes_no_stream(
+    connect: Connect,
+) -> None:
+    provisioner = await connect("provisioner")
+
+    assert await provisioner.publish_refused("sandbus.events.sandbox.default.s1")
+    assert await provisioner.publish_refused(f"$JS.API.STREAM.DELETE.{BUS.event_log_stream}")
+    assert await provisioner.publish_refused(f"$JS.API.CONSUMER.CREATE.{BUS.event_log_stream}")
+
+
+@pytest.mark.parametrize("user", ["watcher", *WORKERS])
+async def test_once_provisioned_a_services_ensure_bus_only_checks(
+    connect: Connect, user: str
+) -> None:
+    # The watcher and the sandbox worker call ensure_bus at start; with the streams in place that
+    # is STREAM.INFO only, which every service may do.
+    await _provision(connect)
+    client = await connect(user)
+
+    assert await ensure_bus(client.js, BUS) == dict.fromkeys(
+        [BUS.event_log_stream, BUS.state_stream, BUS.warm_stream, BUS.dead_letter_stream],
+        "unchanged",
+    )
+    assert client.violations == []
+
+
+# --- watcher -----------------------------------------------------------------------------------
+
+
+async def test_the_watcher_appends_to_the_event_log_and_the_state_table(connect: Connect) -> None:
+    await _provision(connect)
+    watcher = await connect("watcher")
+    event = _sandbox_event()
+
+    ack = await publish_event(watcher.js, event, BUS)
+    await put_state(watcher.js, event, BUS)
+    last_event = await watcher.js.get_last_msg(
+        BUS.event_log_stream, nats_subject(event), direct=True
+    )
+    last_state = await watcher.js.get_last_msg(
+        BUS.state_stream, state_table_subject(event), direct=True
+    )
+
+    assert ack.stream == BUS.event_log_stream
+    assert last_event.data == last_state.data
+    assert watcher.violations == []
+
+
+async def test_the_largest_kubernetes_object_fits_in_one_message(connect: Connect) -> None:
+    # etcd stores objects up to 1.5 MiB; nats-server's default max_payload (1 MB) would refuse
+    # an event carrying one.
+    await _provision(connect)
+    watcher = await connect("watcher")
+    largest = b"x" * (3 * 1024 * 1024 // 2 + 64 * 1024)  # 1.5 MiB of object + envelope
+
+    ack = await watcher.js.publish(
+        "sandbus.events.sandbox.default.big", largest, stream=BUS.event_log_stream
+    )
+
+    assert ack.seq == 1
+
+
+async def test_the_watcher_reads_the_state_table_through_its_own_consumers(
+    connect: Connect,
+) -> None:
+    await _provision(connect)
+    watcher = await connect("watcher")
+    event = _sandbox_event()
+    await put_state(watcher.js, event, BUS)
+
+    subscription = await watcher.js.pull_subscribe(
+        "sandbus.state.>",
+        stream=BUS.state_stream,
+        config=ConsumerConfig(
+            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT
+        ),
+    )
+    (message,) = await subscription.fetch(1, timeout=5)
+    await subscription.unsubscribe()
+
+    assert message.subject == state_table_subject(event)
+
+
+async def test_the_watcher_cannot_act_as_a_worker(connect: Connect) -> None:
+    watcher = await connect("watcher")
+
+    assert await watcher.publish_refused(decision_subject("sandbox", "Sandbox", "default", "s1"))
+    assert await watcher.publish_refused("sandbus.warm.default.abc.s1")
+    assert await watcher.publish_refused(f"$JS.API.CONSUMER.CREATE.{BUS.warm_stream}.x")
+
+
+# --- workers -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+async def test_a_worker_cannot_publish_changes_or_state_or_other_workers_decisions(
+    connect: Connect, worker: str
+) -> None:
+    client = await connect(worker)
+    other = "pool" if worker != "pool" else "claim"
+
+    assert await client.publish_refused("sandbus.events.sandbox.default.s1")
+    assert await client.publish_refused("sandbus.state.sandbox.default.s1")
+    assert await client.publish_refused(decision_subject(other, "Sandbox", "default", "s1"))
+    assert await client.publish_refused(
+        f"$JS.API.CONSUMER.CREATE.{BUS.event_log_stream}.{durable_name(other)}"
+    )
+    assert await client.publish_refused(
+        f"$JS.API.CONSUMER.MSG.NEXT.{BUS.event_log_stream}.{durable_name(other)}"
+    )
+    assert await client.publish_refused(f"$JS.API.CONSUMER.CREATE.{BUS.event_log_stream}")
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+async def test_a_worker_records_its_own_decisions_and_dead_letters(
+    connect: Connect, worker: str
+) -> None:
+    await _provision(connect)
+    client = await connect(worker)
+
+    decision = await client.js.publish(
+        decision_subject(worker, "Sandbox", "default", "s1"), b"{}", stream=BUS.event_log_stream
+    )
+    dead = await publish_dead_letter(
+        client.js,
+        original_subject="sandbus.events.sandbox.default.s1",
+        payload=b"not json",
+        reason="test",
+        config=BUS,
+        rejected_by=durable_name(worker),
+    )
+
+    assert (decision.stream, dead.stream) == (BUS.event_log_stream, BUS.dead_letter_stream)
+    assert client.violations == []
+
+
+async def test_a_worker_loads_the_state_table_then_follows_its_durable(connect: Connect) -> None:
+    await _provision(connect)
+    watcher = await connect("watcher")
+    before, after = _sandbox_event("before"), _sandbox_event("after")
+    await put_state(watcher.js, before, BUS)
+    sandbox = await connect("sandbox")
+    delivered: list[ObjectEvent] = []
+    arrived = asyncio.Event()
+
+    def deliver(event: ObjectEvent) -> None:
+        delivered.append(event)
+        if event.name == "after":
+            arrived.set()
+
+    feed = BusFeed(sandbox.js, worker="sandbox", kinds=["Sandbox"], deliver=deliver, bus=BUS)
+    running = asyncio.create_task(feed.run())
+    try:
+        async with asyncio.timeout(20):
+            await feed.loaded.wait()
+            await publish_event(watcher.js, after, BUS)
+            await arrived.wait()
+        durable = await sandbox.js.consumer_info(BUS.event_log_stream, durable_name("sandbox"))
+        async with asyncio.timeout(20):
+            while durable.num_ack_pending or durable.num_pending:
+                await asyncio.sleep(0.05)
+                durable = await sandbox.js.consumer_info(
+                    BUS.event_log_stream, durable_name("sandbox")
+                )
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+    assert [event.name for event in delivered] == ["before", "after"]
+    assert durable.num_ack_pending == 0  # its acks were allowed
+    assert sandbox.violations == []
+
+
+# --- warm queues -------------------------------------------------------------------------------
+
+
+def _warm(name: str) -> WarmQueued:
+    return warm_queued_event(
+        "Sandbox",
+        "default",
+        name,
+        WarmEntry(uid=f"uid-{name}", resource_version="1", template_hash="abc"),
+        time=NOW,
+        source="sandbus/pool",
+    )
+
+
+async def test_pool_fills_the_warm_queue_and_claim_empties_it(connect: Connect) -> None:
+    await _provision(connect)
+    pool, claim = await connect("pool"), await connect("claim")
+
+    assert await enqueue_warm(pool.js, _warm("w1"), BUS)
+    assert not await enqueue_warm(pool.js, _warm("w1"), BUS)
+    subscription = await claim.js.pull_subscribe(
+        warm_queue_filter("default", "abc"),
+        durable=warm_consumer_name("default", "abc"),
+        stream=BUS.warm_stream,
+        config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30),
+    )
+    (entry,) = await subscription.fetch(1, timeout=5)
+    await entry.ack_sync()
+
+    assert (await claim.js.stream_info(BUS.warm_stream)).state.messages == 0
+    assert pool.violations == claim.violations == []
+
+
+async def test_pool_purges_ghost_entries(connect: Connect) -> None:
+    await _provision(connect)
+    pool = await connect("pool")
+    await enqueue_warm(pool.js, _warm("ghost"), BUS)
+
+    await pool.js.purge_stream(BUS.warm_stream, subject=nats_subject(_warm("ghost")))
+
+    assert (await pool.js.stream_info(BUS.warm_stream)).state.messages == 0
+
+
+async def test_only_pool_enqueues_and_only_claim_consumes(connect: Connect) -> None:
+    consumer = f"$JS.API.CONSUMER.CREATE.{BUS.warm_stream}.{warm_consumer_name('default', 'abc')}"
+    for user in ("watcher", "sandbox", "claim", "snapshot", "reader"):
+        client = await connect(user)
+        assert await client.publish_refused("sandbus.warm.default.abc.w1"), user
+    for user in ("watcher", "sandbox", "pool", "snapshot", "reader"):
+        client = await connect(user)
+        assert await client.publish_refused(consumer), user
+        assert await client.publish_refused(f"$JS.ACK.{BUS.warm_stream}.x.1.1.1.1.0"), user
+    claim = await connect("claim")
+    assert await claim.publish_refused(f"$JS.API.STREAM.PURGE.{BUS.warm_stream}")
+    # A work-queue stream refuses overlapping consumers; unnamed ones would take entries at random.
+    assert await claim.publish_refused(f"$JS.API.CONSUMER.CREATE.{BUS.warm_stream}")
+
+
+# --- reader ------------------------------------------------------------------------------------
+
+
+async def test_the_reader_follows_events_and_decisions_live(connect: Connect) -> None:
+    await _provision(connect)
+    reader, watcher, sandbox = (
+        await connect("reader"),
+        await connect("watcher"),
+        await connect("sandbox"),
+    )
+    events = await reader.nc.subscribe("sandbus.events.>")
+    decisions = await reader.nc.subscribe("sandbus.decisions.>")
+    await reader.nc.flush()
+
+    await publish_event(watcher.js, _sandbox_event(), BUS)
+    await sandbox.js.publish(
+        decision_subject("sandbox", "Sandbox", "default", "s1"), b"{}", stream=BUS.event_log_stream
+    )
+
+    assert (await events.next_msg(timeout=5)).subject == "sandbus.events.sandbox.default.s1"
+    assert (
+        await decisions.next_msg(timeout=5)
+    ).subject == "sandbus.decisions.sandbox.sandbox.default.s1"
+    assert reader.violations == []
+
+
+async def test_the_reader_replays_the_event_log_through_ephemeral_consumers(
+    connect: Connect,
+) -> None:
+    await _provision(connect)
+    watcher, reader = await connect("watcher"), await connect("reader")
+    for name in ("a", "b"):
+        await publish_event(watcher.js, _sandbox_event(name), BUS)
+
+    # `sandbus events replay`: a named pull consumer that acknowledges nothing, deleted after.
+    await reader.js.add_consumer(
+        BUS.event_log_stream,
+        ConsumerConfig(
+            name="replay-1",
+            filter_subject=event_filter("Sandbox"),
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=60,
+        ),
+    )
+    replay = await reader.js.pull_subscribe_bind(consumer="replay-1", stream=BUS.event_log_stream)
+    replayed = await replay.fetch(2, timeout=5)
+    await replay.unsubscribe()
+    await reader.js.delete_consumer(BUS.event_log_stream, "replay-1")
+    # `sandbus events tail`: an ordered push consumer, with flow control the reader answers.
+    tail = await reader.js.subscribe(
+        "sandbus.events.>",
+        stream=BUS.event_log_stream,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.ALL,
+    )
+    tailed = [await tail.next_msg(timeout=5) for _ in range(2)]
+    await tail.unsubscribe()
+
+    assert [message.subject.rsplit(".", 1)[1] for message in replayed] == ["a", "b"]
+    assert [message.subject.rsplit(".", 1)[1] for message in tailed] == ["a", "b"]
+    assert reader.violations == []
+
+
+async def test_the_reader_cannot_publish_ack_or_touch_the_workers_durables(
+    connect: Connect,
+) -> None:
+    reader = await connect("reader")
+    log = BUS.event_log_stream
+
+    for subject in (
+        "sandbus.events.sandbox.default.s1",
+        decision_subject("reader", "Sandbox", "default", "s1"),
+        "sandbus.dlq.events.sandbox.default.s1",
+        f"$JS.ACK.{log}.{durable_name('sandbox')}.1.1.1.1.0",
+        f"$JS.API.CONSUMER.CREATE.{log}.{durable_name('sandbox')}",
+        f"$JS.API.CONSUMER.CREATE.{log}.{durable_name('claim')}.sandbus.events.>",
+        f"$JS.API.CONSUMER.DELETE.{log}.{durable_name('pool')}",
+        f"$JS.API.CONSUMER.MSG.NEXT.{log}.{durable_name('snapshot')}",
+        f"$JS.API.CONSUMER.CREATE.{BUS.state_stream}",
+        f"$JS.API.DIRECT.GET.{BUS.state_stream}",
+        f"$JS.API.STREAM.INFO.{BUS.dead_letter_stream}",
+    ):
+        assert await reader.publish_refused(subject), subject
+
+
+async def test_the_reader_cannot_see_the_services_replies_or_state(connect: Connect) -> None:
+    reader = await connect("reader")
+
+    for subject in ("_INBOX.>", "sandbus.state.>", "sandbus.warm.>", "sandbus.dlq.>", ">"):
+        assert await reader.subscribe_refused(subject), subject
+
+
+async def test_a_reader_without_its_inbox_prefix_gets_no_jetstream_replies(
+    connect: Connect,
+) -> None:
+    await _provision(connect)
+    reader = await connect("reader", inbox_prefix="_INBOX")
+
+    with pytest.raises(nats.errors.TimeoutError):
+        await reader.nc.jetstream(timeout=0.5).stream_info(BUS.event_log_stream)
+
+    assert any('subscription to "_inbox.' in violation for violation in reader.violations)
+
+
+# --- lame duck mode ------------------------------------------------------------------------
+
+
+def test_the_pre_stop_signal_puts_the_server_into_lame_duck_mode(secured_nats: SecuredNats) -> None:
+    # The StatefulSet's preStop runs `nats-server --signal ldm=<pid_file>`; here the pid file is
+    # where the test server wrote it.
+    (pre_stop,) = [
+        doc["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+        for doc in render(BASE)
+        if doc["kind"] == "StatefulSet"
+    ]
+    assert pre_stop[1:] == ["--signal", f"ldm={nats_conf_value('pid_file')}"]
+
+    result = subprocess.run(
+        [_nats_server(), "--signal", f"ldm={secured_nats.pid_file}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    deadline = time.monotonic() + 10
+    while "lame duck" not in secured_nats.log.read_text().lower():
+        assert time.monotonic() < deadline, secured_nats.log.read_text()[-2000:]
+        time.sleep(0.02)
+
+
+def _nats_server() -> str:
+    return find_nats_server()

@@ -1,0 +1,116 @@
+"""`sandbus up` as a user runs it: one command, then kubectl and `sandbus events tail` against it.
+
+Everything here is a real process: `sandbus up` (embedded nats-server, development cluster and
+every service), kubectl, and the tail command, exactly as the README tells a user to run them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+SANDBUS = str(BIN / "sandbus")
+KUBECTL = str(BIN / "kubectl")
+
+SANDBOX = """
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata:
+  name: hello-up
+spec:
+  podTemplate:
+    spec:
+      containers:
+        - name: main
+          image: busybox
+"""
+
+
+def _wait_for_file(path: Path, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None:
+            raise AssertionError(f"sandbus up exited with {process.returncode}")
+        assert time.monotonic() < deadline, f"{path.name} was not written in {timeout}s"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def sandbus_up(tmp_path: Path) -> Iterator[Path]:
+    state = tmp_path / "state"
+    log = (tmp_path / "up.log").open("wb")
+    process = subprocess.Popen(
+        [SANDBUS, "up", "--dir", str(state)], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path
+    )
+    try:
+        _wait_for_file(state / "nats-url", process, timeout=60)
+        yield state
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, (tmp_path / "up.log").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def test_a_sandbox_created_with_kubectl_shows_up_in_events_tail(
+    sandbus_up: Path, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    kubeconfig = str(sandbus_up / "kubeconfig")
+    nats_url = (sandbus_up / "nats-url").read_text().strip()
+
+    applied = subprocess.run(
+        [
+            KUBECTL,
+            "--kubeconfig",
+            kubeconfig,
+            "--cache-dir",
+            str(tmp_path / "kube-cache"),
+            "apply",
+            "-f",
+            "-",
+        ],
+        input=SANDBOX.encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stderr.decode()
+    assert b"sandbox.agents.x-k8s.io/hello-up created" in applied.stdout
+
+    tail = subprocess.Popen(
+        [SANDBUS, "events", "tail", "--nats", nats_url, "--kind", "Sandbox", "--since", "10m"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert tail.stdout is not None
+        deadline = time.monotonic() + 60
+        seen: list[str] = []
+        while time.monotonic() < deadline:
+            line = tail.stdout.readline().decode()
+            if not line:
+                break
+            seen.append(line)
+            if "hello-up" in line:
+                break
+        assert any("hello-up" in line and "Sandbox" in line for line in seen), seen
+    finally:
+        tail.send_signal(signal.SIGTERM)
+        try:
+            tail.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            tail.kill()
+            tail.wait()

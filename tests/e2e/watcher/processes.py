@@ -1,0 +1,94 @@
+"""``sandbus run watcher`` as a real process that a test can SIGKILL, and the Lease it holds.
+
+Each process is tied to the test process with ``PR_SET_PDEATHSIG``, like the embedded
+nats-server, so that a test runner that dies leaves no watcher behind; every process a test
+starts is also killed in the fixture's teardown.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from services.devcluster import DevCluster
+from services.watcher.lease import holder_of
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def sandbus_command() -> list[str]:
+    beside = Path(sys.executable).parent / "sandbus"
+    return [str(beside)] if beside.is_file() else [sys.executable, "-m", "services.cli"]
+
+
+class WatcherProcess:
+    def __init__(
+        self, identity: str, *, nats_url: str, kubeconfig: Path, log_dir: Path, lease_seconds: float
+    ) -> None:
+        self.identity = identity
+        self.log_path = log_dir / f"watcher-{identity}.log"
+        env = dict(os.environ)
+        env.update(
+            {
+                "SANDBUS_WATCHER_IDENTITY": identity,
+                "SANDBUS_WATCHER_LEASE_SECONDS": str(lease_seconds),
+                "SANDBUS_WATCHER_INACTIVITY_SECONDS": "10",
+                # A tiny duplicate window: a change published twice would be stored twice and
+                # seen by the test, instead of being hidden by deduplication.
+                "SANDBUS_BUS_DUPLICATE_WINDOW": "0.2",
+            }
+        )
+        command = [
+            *sandbus_command(),
+            "run",
+            "watcher",
+            "--nats",
+            nats_url,
+            "--kubeconfig",
+            str(kubeconfig),
+        ]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=_die_with_parent,
+            )
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no Lease release, publishes cut wherever they are."""
+        if self.alive:
+            self.process.kill()
+        self.process.wait()
+
+    def terminate(self, timeout: float = 10.0) -> int:
+        """SIGTERM, as Kubernetes stops a Pod; returns the exit code."""
+        if self.alive:
+            self.process.terminate()
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def lease_holder(cluster: DevCluster, name: str = "sandbus-watcher") -> str:
+    return holder_of(cluster.store.get("leases.coordination.k8s.io", "default", name))

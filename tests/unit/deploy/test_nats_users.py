@@ -1,0 +1,160 @@
+"""nats.conf, the password template, the Secret references and compose agree on the NATS users.
+
+Whether the users' rights work is tested against a real nats-server in
+tests/component/deploy/test_nats_permissions.py. These tests check, without a server, that the
+names line up across files and with the bus's own stream and subject names.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from events.subjects import (
+    DEAD_LETTER_SUBJECTS,
+    EVENT_LOG_SUBJECTS,
+    STATE_SUBJECTS,
+    WARM_SUBJECTS,
+)
+from services.runtime.bus import BusConfig
+from services.runtime.reconcile.feeding import durable_name
+from tests.unit.deploy.manifests import (
+    BASE,
+    NATS_CONF,
+    NATS_SECRET,
+    PROVISIONER,
+    READER,
+    compose,
+    example_password_variables,
+    nats_users,
+    password_variable,
+    render,
+)
+
+WORKERS = {"sandbox", "pool", "claim", "snapshot"}
+SERVICES_WITH_USERS = {"watcher", *WORKERS}
+
+
+def _block(name: str) -> str:
+    """The text of the permission block NAME = { ... } in nats.conf."""
+    text = NATS_CONF.read_text()
+    start = text.index(f"\n{name} = {{")
+    end = text.index("\n}\n", start)
+    return text[start:end]
+
+
+def test_there_is_one_user_per_service_plus_provisioner_and_reader() -> None:
+    users = nats_users()
+
+    assert set(users) == SERVICES_WITH_USERS | {PROVISIONER, READER}
+    for user, variable in users.items():
+        assert variable == password_variable(user)
+
+
+def test_each_user_has_its_own_permission_block() -> None:
+    declared = re.findall(r"\{\s*user:\s*(\w+),.*permissions:\s*\$(\w+)", NATS_CONF.read_text())
+
+    assert declared
+    for user, block in declared:
+        assert block == user.upper()
+        assert "publish:" in _block(block)
+
+
+def test_the_password_template_has_only_placeholders_for_every_user() -> None:
+    variables = example_password_variables()
+
+    assert set(variables) == set(nats_users().values())
+    assert set(variables.values()) == {"REPLACE_ME"}
+
+
+def test_every_secret_reference_names_a_password_of_the_template() -> None:
+    keys = set()
+    for doc in render(BASE):
+        for container in _containers(doc):
+            for entry in container.get("env", []):
+                reference = entry.get("valueFrom", {}).get("secretKeyRef")
+                if reference:
+                    assert reference["name"] == NATS_SECRET
+                    keys.add(reference["key"])
+
+    assert keys
+    assert keys <= set(example_password_variables())
+
+
+def test_compose_gives_nats_every_password_and_refuses_to_start_without() -> None:
+    environment = compose()["services"]["nats"]["environment"]
+
+    assert set(environment) == set(example_password_variables())
+    for variable, value in environment.items():
+        assert value.startswith(f"${{{variable}:?"), value
+
+
+def test_the_rights_name_the_streams_that_the_bus_creates() -> None:
+    config = BusConfig()
+    streams = {
+        config.event_log_stream,
+        config.state_stream,
+        config.warm_stream,
+        config.dead_letter_stream,
+    }
+
+    named = set(re.findall(r"\bSANDBUS_[A-Z]+\b", _rights_text()))
+
+    assert named == streams
+
+
+def test_every_data_subject_a_user_may_publish_is_stored_by_a_stream() -> None:
+    stored = (*EVENT_LOG_SUBJECTS, *STATE_SUBJECTS, *WARM_SUBJECTS, *DEAD_LETTER_SUBJECTS)
+    roots = {subject.removesuffix(".>") for subject in stored}
+
+    published = set(re.findall(r'"(sandbus\.[^"]+)"', _rights_text()))
+
+    assert published
+    for subject in published:
+        assert any(subject == f"{root}.>" or subject.startswith(f"{root}.") for root in roots), (
+            subject
+        )
+
+
+def test_workers_record_decisions_only_under_their_own_name() -> None:
+    for service in SERVICES_WITH_USERS:
+        decisions = re.findall(r'"sandbus\.decisions\.([^"]+)"', _block(service.upper()))
+        assert decisions == [f"{service}.>"], service
+
+
+@pytest.mark.parametrize("worker", sorted(WORKERS))
+def test_a_worker_reads_the_event_log_through_its_own_durable_only(worker: str) -> None:
+    block = _block(worker.upper())
+    durable = durable_name(worker)
+
+    for api in ("CREATE", "DURABLE.CREATE", "INFO", "DELETE", "MSG.NEXT"):
+        assert f'"$JS.API.CONSUMER.{api}.SANDBUS_EVENTS.{durable}"' in block
+    assert f'"$JS.ACK.SANDBUS_EVENTS.{durable}.>"' in block
+    # No right on the event log names another consumer.
+    for named in re.findall(
+        r'"\$JS\.(?:API\.CONSUMER\.[A-Z.]+|ACK)\.SANDBUS_EVENTS\.([^".]+)', block
+    ):
+        assert named == durable
+
+
+@pytest.mark.parametrize("worker", sorted(WORKERS))
+def test_the_reader_is_denied_every_workers_durable(worker: str) -> None:
+    deny = _block("READER").split("deny:", 1)[1]
+    durable = durable_name(worker)
+
+    assert f'"$JS.API.CONSUMER.*.SANDBUS_EVENTS.{durable}"' in deny
+    assert f'"$JS.API.CONSUMER.*.SANDBUS_EVENTS.{durable}.>"' in deny
+    assert f'"$JS.API.CONSUMER.MSG.NEXT.SANDBUS_EVENTS.{durable}"' in deny
+
+
+def _rights_text() -> str:
+    """nats.conf without its comments: only what the server reads."""
+    return "\n".join(line.split("#", 1)[0] for line in NATS_CONF.read_text().splitlines())
+
+
+def _containers(doc: dict) -> list[dict]:
+    if doc.get("kind") not in ("Deployment", "StatefulSet"):
+        return []
+    pod = doc["spec"]["template"]["spec"]
+    return [*pod.get("initContainers", []), *pod["containers"]]

@@ -1,0 +1,165 @@
+"""RBAC: the watcher only reads; workers write what upstream controllers write, never watch."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from api.kinds import ALL_KINDS
+from services.watcher.config import WatcherConfig
+from tests.unit.deploy.manifests import (
+    BASE,
+    CRDS,
+    NAMESPACE,
+    allowed,
+    env_of,
+    of_kind,
+    rbac_subjects,
+    render,
+)
+
+WORKERS = ("sandbox", "pool", "claim", "snapshot")
+READ = ("get", "list", "watch")
+BUILTIN_WATCHED = (
+    ("", "pods"),
+    ("", "services"),
+    ("", "persistentvolumeclaims"),
+    ("batch", "jobs"),
+)
+
+
+def _cluster_role(service: str) -> dict:
+    return of_kind(render(BASE), "ClusterRole")[f"sandbus-{service}"]
+
+
+def _crd_resources() -> set[tuple[str, str]]:
+    """(group, plural) of every CRD, and of its status and scale subresources where it has them."""
+    resources = set()
+    for path in CRDS.glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+        resources |= {(group, plural), (group, f"{plural}/finalizers")}
+        for version in crd["spec"]["versions"]:
+            resources |= {(group, f"{plural}/{sub}") for sub in version.get("subresources", {})}
+    return resources
+
+
+def test_every_service_account_is_bound_to_its_own_cluster_role() -> None:
+    docs = render(BASE)
+    bound = rbac_subjects(docs)
+    accounts = of_kind(docs, "ServiceAccount")
+
+    for service in ("watcher", *WORKERS):
+        assert f"sandbus-{service}" in accounts
+        assert f"sandbus-{service}" in bound[f"sandbus-{service}"]
+    for binding in [
+        *of_kind(docs, "ClusterRoleBinding").values(),
+        *of_kind(docs, "RoleBinding").values(),
+    ]:
+        for subject in binding["subjects"]:
+            assert subject["namespace"] == NAMESPACE
+
+
+def test_the_watcher_may_list_and_watch_everything_it_publishes() -> None:
+    role = _cluster_role("watcher")
+
+    for kind in ALL_KINDS:
+        for verb in READ:
+            assert allowed(role, kind.KIND.group, kind.KIND.plural, verb), (kind.KIND.kind, verb)
+    for group, resource in BUILTIN_WATCHED:
+        for verb in READ:
+            assert allowed(role, group, resource, verb), (resource, verb)
+
+
+def test_the_watcher_writes_nothing_but_its_lease() -> None:
+    docs = render(BASE)
+    for rule in _cluster_role("watcher")["rules"]:
+        assert set(rule["verbs"]) <= set(READ), rule
+    lease_role = of_kind(docs, "Role")["sandbus-watcher-leader-election"]
+    assert lease_role["metadata"]["namespace"] == NAMESPACE
+    assert lease_role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "create", "update"],
+        }
+    ]
+    assert "sandbus-watcher-leader-election" in rbac_subjects(docs)["sandbus-watcher"]
+
+
+@pytest.mark.parametrize("service", WORKERS)
+def test_workers_never_watch_kubernetes(service: str) -> None:
+    # Only the watcher watches; workers learn the world from the bus (DESIGN.md).
+    for rule in _cluster_role(service)["rules"]:
+        assert "watch" not in rule["verbs"], rule
+
+
+@pytest.mark.parametrize("service", ["watcher", *WORKERS])
+def test_no_wildcards_and_no_secrets(service: str) -> None:
+    for rule in _cluster_role(service)["rules"]:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], rule
+        assert "secrets" not in rule["resources"], rule
+
+
+@pytest.mark.parametrize("service", ["watcher", *WORKERS])
+def test_every_custom_resource_named_exists(service: str) -> None:
+    ours = {kind.KIND.group for kind in ALL_KINDS}
+    known = _crd_resources()
+    for rule in _cluster_role(service)["rules"]:
+        for group in set(rule["apiGroups"]) & ours:
+            for resource in rule["resources"]:
+                assert (group, resource) in known, f"{service}: {group}/{resource} is no resource"
+
+
+def test_the_sandbox_worker_can_do_what_the_sandbox_controller_does() -> None:
+    role = _cluster_role("sandbox")
+    for group, resource, verbs in (
+        ("agents.x-k8s.io", "sandboxes", ("get", "list", "patch")),
+        ("agents.x-k8s.io", "sandboxes/status", ("patch", "update")),
+        ("extensions.agents.x-k8s.io", "sandboxtemplates", ("get", "list")),
+        ("", "pods", ("create", "get", "list", "patch", "delete")),
+        ("", "services", ("create", "get", "list", "patch", "delete")),
+        ("", "persistentvolumeclaims", ("create", "get", "list", "patch", "delete")),
+        (
+            "networking.k8s.io",
+            "networkpolicies",
+            ("create", "get", "list", "patch", "update", "delete"),
+        ),
+        ("", "events", ("create", "patch")),
+    ):
+        for verb in verbs:
+            assert allowed(role, group, resource, verb), (resource, verb)
+
+
+def test_warm_pool_members_are_created_by_pool_and_adopted_by_claim() -> None:
+    pool, claim = _cluster_role("pool"), _cluster_role("claim")
+
+    assert allowed(pool, "agents.x-k8s.io", "sandboxes", "create")
+    assert allowed(pool, "extensions.agents.x-k8s.io", "sandboxwarmpools/status", "patch")
+    assert allowed(pool, "", "pods", "create")  # OpenSandbox Pool members are Pods
+    assert allowed(claim, "agents.x-k8s.io", "sandboxes", "patch")  # adoption
+    assert allowed(claim, "extensions.agents.x-k8s.io", "sandboxclaims", "update")
+    assert not allowed(claim, "extensions.agents.x-k8s.io", "sandboxwarmpools", "update")
+
+
+def test_snapshots_commit_through_jobs() -> None:
+    role = _cluster_role("snapshot")
+    for verb in ("create", "get", "list", "delete"):
+        assert allowed(role, "batch", "jobs", verb)
+    assert allowed(role, "sandbox.opensandbox.io", "sandboxsnapshots/status", "update")
+    assert allowed(role, "sandbox.opensandbox.io", "sandboxsnapshots/finalizers", "update")
+
+
+def test_the_watcher_looks_for_its_lease_where_its_role_allows_it() -> None:
+    docs = render(BASE)
+    watcher = of_kind(docs, "Deployment")["sandbus-watcher"]
+    (container,) = watcher["spec"]["template"]["spec"]["containers"]
+    namespace_from = env_of(container)["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"]
+    pod_namespace = watcher["metadata"]["namespace"]
+
+    config = WatcherConfig.from_env({"POD_NAMESPACE": pod_namespace})
+
+    assert namespace_from == "metadata.namespace"
+    role = of_kind(docs, "Role")["sandbus-watcher-leader-election"]
+    assert config.lease_namespace == role["metadata"]["namespace"] == pod_namespace
