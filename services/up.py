@@ -29,7 +29,7 @@ import nats
 
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.natsd import NatsServer
-from services.runtime.runner import SERVICES, load_service
+from services.runtime.runner import SERVICES, configure_logging, load_service
 from services.runtime.settings import Settings
 
 __all__ = ["register", "up"]
@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging()
     services = args.only or sorted(SERVICES)
     return asyncio.run(up(args.dir, services, nats_url=args.nats, kubeconfig=args.kubeconfig))
 

@@ -18,13 +18,21 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, cast
 
 from services.runtime.settings import Settings, add_connection_args
 
-__all__ = ["SERVICES", "Serve", "load_service", "run_service", "serve_until_signalled"]
+__all__ = [
+    "SERVICES",
+    "Serve",
+    "configure_logging",
+    "load_service",
+    "run_service",
+    "serve_until_signalled",
+]
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +91,20 @@ async def serve_until_signalled(main: Awaitable[None]) -> int:
     return 1
 
 
+LOG_LEVEL_ENV = "SANDBUS_LOG_LEVEL"
+
+
+def configure_logging() -> None:
+    """One line per record on stderr, where a container runtime collects it; INFO by default."""
+    logging.basicConfig(
+        level=os.environ.get(LOG_LEVEL_ENV, "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
 def run_service(name: str, settings: Settings) -> int:
     serve = load_service(name)
+    configure_logging()
     return asyncio.run(serve_until_signalled(serve(settings)))
 
 

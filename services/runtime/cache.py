@@ -1,0 +1,268 @@
+"""The workers' view of the cluster: the latest observed object per key, fed from the bus, plus
+what the worker's own writes returned, with indexes by label value and by controller owner.
+
+A worker never lists or watches Kubernetes. It fills this cache from the state table on start
+and from the event log afterwards (see :mod:`services.runtime.reconcile`), and its planners read
+only from here. Two sources feed it, and the cache decides which one to believe:
+
+``observed``
+    The last object the bus delivered for a key (an ``added``/``modified`` event, or nothing
+    after a ``deleted`` one).
+``written``
+    The object the API server returned to one of *our* writes (or a tombstone when a delete
+    answered that the object is gone). The watcher brings that same state back as an event a
+    few milliseconds later; until then, a reconcile that read only ``observed`` would act on
+    the state from before our write and, for example, create a second pod. Holding the
+    response here is the read-your-writes barrier that keeps a worker's next decision honest
+    (invariant 6). A written entry is dropped as soon as the bus delivers a state at least as
+    new, or after ``written_ttl`` seconds, so an object that the watcher does not publish (a
+    foreign Pod without our labels, found through AlreadyExists) cannot be believed forever.
+
+"As new". resourceVersions are opaque by contract, and this module compares them for
+equality first. Real API servers (etcd) and the development cluster issue decimal integers
+that grow with every write, and where *both* versions are such integers their order is used:
+to drop a bus event that is older than what the cache holds (after a restart the event log
+replays changes the state table already reflects) and to retire a written entry early. Where
+they are not integers nothing is ordered: the bus simply wins, and a written entry lives until
+the bus echoes its exact resourceVersion or its time runs out. Either way a reconcile that saw
+a stale object is repaired by the next one, because every change wakes its key again.
+
+The cache holds plain JSON dicts as the API serves them (camelCase), the same shape the events
+carry, and hands out the dicts it holds: callers must not mutate them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+__all__ = [
+    "Change",
+    "Json",
+    "ObjectCache",
+    "ObjectKey",
+    "compare_resource_versions",
+    "controller_of",
+    "key_of",
+    "labels_of",
+    "metadata_of",
+]
+
+Json = dict[str, Any]
+Change = Literal["added", "modified", "deleted"]
+
+
+class ObjectKey(NamedTuple):
+    """Which object: its Kubernetes kind (``Pod``, ``Sandbox``), namespace (``""`` when
+    cluster-scoped) and name. Also the work-queue key of the reconciler of that kind."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        if self.namespace:
+            return f"{self.kind}/{self.namespace}/{self.name}"
+        return f"{self.kind}/{self.name}"
+
+
+def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = metadata_of(obj).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def key_of(obj: Mapping[str, Any], kind: str | None = None) -> ObjectKey:
+    """The key of ``obj``; ``kind`` fills in for list items that arrive without one."""
+    metadata = metadata_of(obj)
+    return ObjectKey(
+        str(kind or obj.get("kind") or ""),
+        str(metadata.get("namespace") or ""),
+        str(metadata.get("name") or ""),
+    )
+
+
+def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference with ``controller: true``, if any (there is at most one)."""
+    for ref in metadata_of(obj).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+def _resource_version(obj: Mapping[str, Any] | None) -> str:
+    return str(metadata_of(obj).get("resourceVersion") or "") if obj is not None else ""
+
+
+def _uid(obj: Mapping[str, Any] | None) -> str:
+    return str(metadata_of(obj).get("uid") or "") if obj is not None else ""
+
+
+def compare_resource_versions(a: str, b: str) -> int | None:
+    """-1, 0 or 1 when ``a`` is older than, the same as, or newer than ``b``; None when the two
+    cannot be ordered (only equal strings are "the same" then)."""
+    if a == b:
+        return 0
+    if a.isdecimal() and b.isdecimal():
+        return -1 if int(a) < int(b) else 1
+    return None
+
+
+@dataclass(frozen=True)
+class _Written:
+    obj: Json | None
+    """None: the API said the object is gone (a tombstone)."""
+    uid: str
+    resource_version: str
+    expires: float
+
+
+class ObjectCache:
+    """Objects by key, with read-your-writes and two indexes.
+
+    ``label_indexes`` names the ``(kind, label key)`` pairs to index by value (the sandbox
+    worker indexes Pods by ``agents.x-k8s.io/sandbox-name-hash``); every object is indexed by
+    the uid of its controller owner.
+    """
+
+    def __init__(
+        self,
+        *,
+        label_indexes: Iterable[tuple[str, str]] = (),
+        written_ttl: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._label_indexes: dict[str, tuple[str, ...]] = defaultdict(tuple)
+        for kind, label in label_indexes:
+            self._label_indexes[kind] += (label,)
+        self._written_ttl = written_ttl
+        self._clock = clock
+        self._observed: dict[ObjectKey, Json] = {}
+        self._written: dict[ObjectKey, _Written] = {}
+        self._by_kind: dict[str, set[ObjectKey]] = defaultdict(set)
+        self._by_label: dict[tuple[str, str, str, str], set[ObjectKey]] = defaultdict(set)
+        self._by_owner: dict[tuple[str, str], set[ObjectKey]] = defaultdict(set)
+        self._index_entries: dict[ObjectKey, list[tuple[dict[Any, set[ObjectKey]], Any]]] = {}
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get(self, key: ObjectKey) -> Json | None:
+        written = self._written.get(key)
+        if written is not None:
+            return written.obj
+        return self._observed.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, ObjectKey) and self.get(key) is not None
+
+    def keys(self, kind: str, namespace: str | None = None) -> list[ObjectKey]:
+        """The keys of every object of ``kind`` (in ``namespace`` when given), sorted."""
+        return sorted(
+            key for key in self._by_kind.get(kind, ()) if namespace is None or key[1] == namespace
+        )
+
+    def objects(self, kind: str, namespace: str | None = None) -> Iterator[Json]:
+        for key in self.keys(kind, namespace):
+            obj = self.get(key)
+            if obj is not None:
+                yield obj
+
+    def by_label(self, kind: str, namespace: str, label: str, value: str) -> list[Json]:
+        """Objects of ``kind`` in ``namespace`` whose label ``label`` is ``value`` (the label
+        must be one of ``label_indexes``)."""
+        if label not in self._label_indexes.get(kind, ()):
+            raise KeyError(f"{kind} objects are not indexed by label {label!r}")
+        keys = sorted(self._by_label.get((kind, namespace, label, value), ()))
+        return [obj for obj in map(self.get, keys) if obj is not None]
+
+    def owned_by(self, kind: str, owner_uid: str) -> list[Json]:
+        """Objects of ``kind`` whose controller owner has ``owner_uid``."""
+        keys = sorted(self._by_owner.get((kind, owner_uid), ()))
+        return [obj for obj in map(self.get, keys) if obj is not None]
+
+    def __len__(self) -> int:
+        return sum(1 for keys in self._by_kind.values() for _ in keys)
+
+    # -- the bus ----------------------------------------------------------------------------
+
+    def observe(self, change: Change, obj: Json, *, kind: str | None = None) -> bool:
+        """Apply one observed change; False when it was older than what is held and ignored."""
+        key = key_of(obj, kind)
+        current = self._observed.get(key)
+        if current is not None:
+            order = compare_resource_versions(_resource_version(obj), _resource_version(current))
+            if order is not None and order < 0:
+                return False
+        if change == "deleted":
+            self._observed.pop(key, None)
+        else:
+            self._observed[key] = obj
+        written = self._written.get(key)
+        if written is not None and self._supersedes(change, obj, written):
+            del self._written[key]
+        self._reindex(key)
+        return True
+
+    @staticmethod
+    def _supersedes(change: Change, obj: Json, written: _Written) -> bool:
+        if change == "deleted" and _uid(obj) == written.uid:
+            return True  # a deletion is final for that incarnation, whatever we wrote before
+        order = compare_resource_versions(_resource_version(obj), written.resource_version)
+        return order is not None and order >= 0
+
+    # -- our writes -------------------------------------------------------------------------
+
+    def remember(self, obj: Json, *, kind: str | None = None) -> None:
+        """Hold the object a write (or a read) of ours returned, until the bus catches up."""
+        key = key_of(obj, kind)
+        self._written[key] = _Written(
+            obj, _uid(obj), _resource_version(obj), self._clock() + self._written_ttl
+        )
+        self._reindex(key)
+
+    def remember_gone(self, key: ObjectKey) -> None:
+        """Hold "this object is gone", as a delete or a NotFound told us."""
+        last = self.get(key)
+        self._written[key] = _Written(
+            None, _uid(last), _resource_version(last), self._clock() + self._written_ttl
+        )
+        self._reindex(key)
+
+    def expire(self) -> list[ObjectKey]:
+        """Drop written entries whose time ran out; returns their keys."""
+        now = self._clock()
+        expired = [key for key, written in self._written.items() if written.expires <= now]
+        for key in expired:
+            del self._written[key]
+            self._reindex(key)
+        return expired
+
+    # -- indexes ----------------------------------------------------------------------------
+
+    def _reindex(self, key: ObjectKey) -> None:
+        for index, value in self._index_entries.pop(key, ()):
+            index[value].discard(key)
+            if not index[value]:
+                del index[value]
+        obj = self.get(key)
+        if obj is None:
+            return
+        entries: list[tuple[dict[Any, set[ObjectKey]], Any]] = [(self._by_kind, key.kind)]
+        labels = labels_of(obj)
+        for label in self._label_indexes.get(key.kind, ()):
+            value = labels.get(label)
+            if isinstance(value, str):
+                entries.append((self._by_label, (key.kind, key.namespace, label, value)))
+        owner = controller_of(obj)
+        if owner is not None and owner.get("uid"):
+            entries.append((self._by_owner, (key.kind, str(owner["uid"]))))
+        for index, value in entries:
+            index[value].add(key)
+        self._index_entries[key] = entries

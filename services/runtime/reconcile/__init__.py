@@ -1,0 +1,35 @@
+"""The reconciler runtime shared by the sandbox, pool, claim and snapshot workers.
+
+controller-runtime's shape on NATS JetStream: events only say *which* key to look at; a
+reconcile reads the current state from the cache, a pure planner decides, the shell writes to
+the Kubernetes API and records the decision on the bus. The modules, in the order data flows:
+
+- :mod:`.feeding` — the bus into the worker: the state table on start, then the event log
+  through one durable consumer per worker; garbage is dead-lettered, never fatal.
+- :mod:`services.runtime.cache` (beside this package) — the objects, indexed by label and
+  by controller owner, with read-your-writes.
+- :mod:`.queueing` — the work queue: one task per key at a time, requeue-after, backoff.
+- :mod:`.actions` — what planners return: Create / Patch / Replace / Delete, and the Plan.
+- :mod:`.executing` — actions against the API server, answers into the cache.
+- :mod:`.kube` — the small JSON client for the kinds we write.
+- :mod:`.worker` — the loop that ties them together and records each decision.
+
+A worker is a :class:`~.worker.WorkerDefinition` plus its reconcilers; see
+:mod:`services.sandbox` for one.
+
+Only the pure vocabulary of planners (:mod:`.actions`) is re-exported here, so that importing
+it does not load the NATS and Kubernetes clients; the shell parts are imported from their
+modules.
+"""
+
+from services.runtime.reconcile.actions import (
+    Action,
+    Create,
+    Delete,
+    Patch,
+    Plan,
+    Replace,
+    merge_patch,
+)
+
+__all__ = ["Action", "Create", "Delete", "Patch", "Plan", "Replace", "merge_patch"]

@@ -1,0 +1,275 @@
+"""Feeding a worker from the bus: the state table once, then the event log, durably.
+
+On start a worker needs every object of the kinds it cares about, and then every change. It
+never lists Kubernetes; it reads the bus:
+
+1. **The durable consumer first.** One durable pull consumer per worker on the event log,
+   filtered to ``sandbus.events.<kind>.>`` of its kinds. Created when missing with
+   ``DeliverPolicy.BY_START_TIME`` a little (``start_margin``) before now; when it already
+   exists (a restart) it resumes from its ack floor, so nothing that happened while the worker
+   was down is skipped.
+2. **Then the state table.** An ephemeral consumer with ``DeliverPolicy.LAST_PER_SUBJECT``
+   over ``sandbus.state.<kind>.>`` delivers the latest event of every object, which fills the
+   cache. Because the durable existed before this read began, a change is either already in
+   the state table when it is read or delivered by the durable afterwards; the margin covers
+   a watcher that appends to the event log before it updates the state table. Changes
+   delivered twice this way are harmless: the cache ignores a state older than the one it
+   holds, and reconciles are idempotent.
+3. **Then follow the durable** with the shared consumer of :mod:`services.runtime.consume`:
+   each event is handed to the worker (which updates the cache and enqueues the keys it
+   wakes) and only then acked. A message that is not a valid event, or sits on another
+   object's subject, is dead-lettered with the reason and acked, so it cannot wedge the
+   consumer (invariant 7); an event of a type this version does not know is skipped.
+
+If the durable disappears (the bus was reset), the cycle starts again at step 1, state table
+included, because changes may have been missed in between.
+
+Each worker has one durable. Two replicas of one worker would split its events between them
+and each would see half the world, so a worker runs as a single replica (a Lease-based leader
+election is the way to run standbys).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+import nats.errors
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from events.codec import EventDecodeError, UnknownEventType, decode_event
+from events.subjects import event_filter, state_filter
+from events.types import Event, ObjectAdded, ObjectDeleted, ObjectEvent, ObjectModified
+from services.runtime.bus import BusConfig, dead_letter
+from services.runtime.consume import ConsumeStats, consume_events
+
+__all__ = ["BusFeed", "durable_name", "stop"]
+
+log = logging.getLogger(__name__)
+
+
+def durable_name(worker: str) -> str:
+    return f"{worker}-worker"
+
+
+class BusFeed:
+    """Reads the state table, then follows the event log; hands each object event to
+    ``deliver``. ``deliver`` runs synchronously before the message is acked."""
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        *,
+        worker: str,
+        kinds: Sequence[str],
+        deliver: Callable[[ObjectEvent], None],
+        bus: BusConfig | None = None,
+        start_margin: float = 10.0,
+        batch: int = 256,
+        ack_wait: float = 30.0,
+        durable_check: float = 30.0,
+    ) -> None:
+        self.js = js
+        self.worker = worker
+        self.kinds = tuple(kinds)
+        self.deliver = deliver
+        self.bus = bus or BusConfig()
+        self.start_margin = start_margin
+        self.batch = batch
+        self.ack_wait = ack_wait
+        self.durable = durable_name(worker)
+        self.loaded = asyncio.Event()
+        """Set once the state table has been read (the cache holds the world)."""
+        self.durable_check = durable_check
+        self.stats = ConsumeStats()
+
+    @property
+    def event_filters(self) -> list[str]:
+        return [event_filter(kind) for kind in self.kinds]
+
+    async def run(self, on_loaded: Callable[[], None] | None = None) -> None:
+        """Load, then follow until cancelled; ``on_loaded`` runs after each state-table read."""
+        while True:
+            await self._ensure_durable()
+            count = await self.load_state()
+            log.info("%s: loaded %d objects from the state table", self.worker, count)
+            self.loaded.set()
+            if on_loaded is not None:
+                on_loaded()
+            try:
+                await self._follow()
+            except _DurableLost as lost:
+                log.warning("%s: durable consumer lost (%s); reloading", self.worker, lost)
+
+    # -- step 1 -----------------------------------------------------------------------------
+
+    async def _ensure_durable(self) -> None:
+        stream = self.bus.event_log_stream
+        wanted = sorted(self.event_filters)
+        try:
+            info = await self.js.consumer_info(stream, self.durable)
+        except NotFoundError:
+            info = None
+        if info is not None:
+            have = sorted(info.config.filter_subjects or [info.config.filter_subject or ""])
+            if have == wanted:
+                return
+            log.info("%s: filters changed from %s to %s; recreating", self.durable, have, wanted)
+            await self.js.delete_consumer(stream, self.durable)
+        start = datetime.now(UTC) - timedelta(seconds=self.start_margin)
+        await self.js.add_consumer(
+            stream,
+            ConsumerConfig(
+                name=self.durable,
+                durable_name=self.durable,
+                description=f"sandbus {self.worker} worker: changes of {', '.join(self.kinds)}",
+                filter_subjects=wanted,
+                deliver_policy=DeliverPolicy.BY_START_TIME,
+                opt_start_time=start,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=self.ack_wait,
+                max_ack_pending=max(self.batch * 4, 1024),
+            ),
+        )
+
+    # -- step 2 -----------------------------------------------------------------------------
+
+    async def load_state(self) -> int:
+        """Deliver the latest event of every object of our kinds; returns how many."""
+        filters = [state_filter(kind) for kind in self.kinds]
+        stream = self.bus.state_stream
+        name = f"{self.durable}-state-{secrets.token_hex(6)}"
+        await self.js.add_consumer(
+            stream,
+            ConsumerConfig(
+                name=name,
+                filter_subjects=filters,
+                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+                ack_policy=AckPolicy.NONE,
+                inactive_threshold=60.0,
+                mem_storage=True,
+            ),
+        )
+        subscription = await self.js.pull_subscribe_bind(consumer=name, stream=stream)
+        try:
+            delivered = 0
+            remaining = int((await subscription.consumer_info()).num_pending or 0)
+            while remaining > 0:
+                try:
+                    msgs = await subscription.fetch(min(remaining, 1000), timeout=2.0)
+                except nats.errors.TimeoutError:
+                    _raise_if_cancelled()
+                    # Entries can expire (deletion tombstones have a TTL) after we counted them.
+                    remaining = int((await subscription.consumer_info()).num_pending or 0)
+                    continue
+                for msg in msgs:
+                    remaining = msg.metadata.num_pending
+                    if await self._take(msg):
+                        delivered += 1
+                _raise_if_cancelled()
+            return delivered
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+            with contextlib.suppress(Exception):
+                await self.js.delete_consumer(stream, name)
+
+    # -- step 3 -----------------------------------------------------------------------------
+
+    async def _follow(self) -> None:
+        """Follow the durable through the shared consumer (:mod:`services.runtime.consume`:
+        strict decoding, dead letters, retries), while checking that the durable still exists."""
+
+        async def handle(event: Event, msg: Msg) -> None:
+            del msg  # acked by consume_events once this returns
+            if isinstance(event, ObjectAdded | ObjectModified | ObjectDeleted):
+                self.deliver(event)
+
+        consume = asyncio.create_task(
+            consume_events(
+                self.js,
+                filter_subjects=self.event_filters,
+                handle=handle,
+                rejected_by=self.durable,
+                durable=self.durable,
+                bus=self.bus,
+                batch=self.batch,
+                stats=self.stats,
+            ),
+            name=f"{self.durable}-consume",
+        )
+        watch = asyncio.create_task(self._watch_durable(), name=f"{self.durable}-check")
+        try:
+            done, _ = await asyncio.wait({consume, watch}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # _DurableLost, or what the consumer died of
+            raise RuntimeError(f"{self.durable}: the event-log consumer stopped")
+        finally:
+            await stop(watch)
+            await stop(consume)
+
+    async def _watch_durable(self) -> None:
+        while True:
+            await asyncio.sleep(self.durable_check)
+            try:
+                await self.js.consumer_info(self.bus.event_log_stream, self.durable)
+            except NotFoundError as error:
+                raise _DurableLost(str(error)) from None
+            except nats.errors.Error as error:
+                log.debug("%s: checking the durable: %r", self.durable, error)
+
+    async def _take(self, msg: Msg) -> bool:
+        """Decode and deliver one state-table message; garbage is dead-lettered (the state
+        table is read once, without acks, so there is nothing to retry)."""
+        try:
+            event = decode_event(msg.data)
+        except UnknownEventType as error:
+            log.info("%s: skipping %s on %s", self.worker, error.event_type, msg.subject)
+            return False
+        except EventDecodeError as error:
+            log.warning("%s: dead-lettering a message on %s: %s", self.worker, msg.subject, error)
+            try:
+                await dead_letter(
+                    self.js, msg, reason=str(error), config=self.bus, rejected_by=self.durable
+                )
+            except Exception:
+                log.exception("%s: could not dead-letter a message on %s", self.worker, msg.subject)
+            return False
+        if not isinstance(event, ObjectAdded | ObjectModified | ObjectDeleted):
+            return False
+        self.deliver(event)
+        return True
+
+
+class _DurableLost(Exception):
+    pass
+
+
+def _raise_if_cancelled() -> None:
+    """Honour a cancellation that a fetch swallowed (see :func:`stop`); the request count of
+    the task still says it was asked to stop."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+async def stop(task: asyncio.Task[None], *, patience: float = 0.5) -> None:
+    """Cancel ``task`` and wait until it has stopped.
+
+    On Python 3.11 a cancellation can be lost: nats-py's ``fetch`` waits on a child task that
+    runs ``asyncio.wait_for``, which may swallow the ``cancel()`` it is forwarded (fixed in
+    3.12), and the fetch loop then carries on. So the cancellation is repeated until it takes.
+    """
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=patience)
+    if not task.cancelled():
+        with contextlib.suppress(Exception):
+            task.result()

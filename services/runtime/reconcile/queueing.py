@@ -1,0 +1,185 @@
+"""The work queue: which keys need a reconcile, with controller-runtime's semantics, on asyncio.
+
+Events say only *which* key to look at; the queue makes sure each key is looked at by one task
+at a time, as often as needed and no more:
+
+- A key is in the queue at most once. Adding a key that is already waiting does nothing but
+  remember why (the ids of the events that woke it, kept for the decision record).
+- A key that is being reconciled is not handed to a second task. Adding it meanwhile marks it
+  dirty, and :meth:`WorkQueue.done` puts it back, so a change that arrived during a reconcile
+  is never lost and never reconciled concurrently with itself.
+- :meth:`WorkQueue.add_after` schedules a key; of several schedules the earliest wins.
+- :meth:`WorkQueue.backoff` schedules a failed key with per-key exponential backoff
+  (``base_delay`` doubling up to ``max_delay``, controller-runtime's 5 ms and 1000 s by
+  default); :meth:`WorkQueue.forget` resets it after a success.
+
+Concurrency across keys is bounded by the number of tasks that call :meth:`WorkQueue.get`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+__all__ = ["QueueShutDown", "WorkQueue"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class QueueShutDown(Exception):
+    """:meth:`WorkQueue.get` after :meth:`WorkQueue.shutdown`."""
+
+
+class WorkQueue(Generic[K]):
+    def __init__(
+        self,
+        *,
+        base_delay: float = 0.005,
+        max_delay: float = 1000.0,
+        max_triggers: int = 16,
+    ) -> None:
+        if base_delay <= 0 or max_delay < base_delay:
+            raise ValueError("need 0 < base_delay <= max_delay")
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._max_triggers = max_triggers
+        self._ready: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._triggers: dict[K, list[str]] = {}
+        self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        self._failures: dict[K, int] = {}
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._shut_down = False
+
+    # -- adding -----------------------------------------------------------------------------
+
+    def add(self, key: K, trigger: str | None = None) -> None:
+        """Ask for a reconcile of ``key``; ``trigger`` is the id of the event that asks."""
+        if self._shut_down:
+            return
+        if trigger:
+            triggers = self._triggers.setdefault(key, [])
+            if trigger not in triggers:
+                triggers.append(trigger)
+                del triggers[: -self._max_triggers]
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        self._idle.clear()
+        if key not in self._processing:
+            self._ready.append(key)
+            self._wake_one()
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Ask for a reconcile of ``key`` in ``delay`` seconds (now if ``delay <= 0``)."""
+        if self._shut_down:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
+        scheduled = self._timers.get(key)
+        if scheduled is not None:
+            if scheduled[0] <= when:
+                return
+            scheduled[1].cancel()
+        self._timers[key] = (when, loop.call_at(when, self._fire, key))
+
+    def _fire(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def backoff(self, key: K) -> float:
+        """Schedule ``key`` after its next backoff delay, and return that delay."""
+        failures = self._failures.get(key, 0) + 1
+        self._failures[key] = failures
+        delay = min(self.base_delay * 2 ** min(failures - 1, 64), self.max_delay)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """Reset the backoff of ``key`` (after it reconciled successfully)."""
+        self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    # -- taking -----------------------------------------------------------------------------
+
+    async def get(self) -> tuple[K, tuple[str, ...]]:
+        """The next key to reconcile and the events that asked for it; call :meth:`done` after."""
+        while not self._ready:
+            if self._shut_down:
+                raise QueueShutDown
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                # Pass the wake-up on if we were woken and cancelled before taking a key.
+                if waiter.done() and not waiter.cancelled() and self._ready:
+                    self._wake_one()
+                raise
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        key = self._ready.popleft()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key, tuple(self._triggers.pop(key, ()))
+
+    def done(self, key: K) -> None:
+        """``key`` is reconciled; if it was added meanwhile, it goes back into the queue."""
+        self._processing.discard(key)
+        if key in self._dirty and not self._shut_down:
+            self._ready.append(key)
+            self._wake_one()
+        elif self.idle():
+            self._idle.set()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    # -- state ------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Keys waiting to be taken (not those being processed or scheduled for later)."""
+        return len(self._ready)
+
+    @property
+    def processing(self) -> frozenset[K]:
+        return frozenset(self._processing)
+
+    @property
+    def scheduled(self) -> frozenset[K]:
+        return frozenset(self._timers)
+
+    def idle(self) -> bool:
+        """Nothing waiting, nothing being processed (scheduled keys may still come)."""
+        return not self._ready and not self._processing
+
+    async def join(self) -> None:
+        """Wait until the queue is :meth:`idle`."""
+        while not self.idle():
+            self._idle.clear()
+            await self._idle.wait()
+
+    def shutdown(self) -> None:
+        self._shut_down = True
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(QueueShutDown())

@@ -1,0 +1,105 @@
+"""Reading the Kubernetes objects a Sandbox owns, and deciding whether it owns them.
+
+The Pods, Services and PVCs arrive as the JSON the API server serves (we do not model them as
+types: the planners read a handful of fields), so the accessors here tolerate absent or
+mistyped fields instead of raising: a malformed child must not stop a reconcile.
+
+Ownership follows spec/agent-sandbox.md §2.5 (``checkOwnership``): an object whose controller
+ownerReference carries the Sandbox's UID is *owned*; one without a controller reference is
+*unowned* (adoptable only if it is labelled ``agents.x-k8s.io/adoptable=true`` or already
+carries the Sandbox's name-hash label); anything else belongs to *another* controller and is
+never touched.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH
+from services.runtime.cache import Json, controller_of, labels_of, metadata_of
+
+__all__ = [
+    "Ownership",
+    "adoptable",
+    "annotations_of",
+    "controller_reference",
+    "deleting",
+    "name_of",
+    "owned_by_other_message",
+    "ownership",
+    "uid_of",
+    "with_controller",
+]
+
+
+class Ownership(enum.Enum):
+    OWNED = "owned"
+    UNOWNED = "unowned"
+    OTHER = "other"
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    return str(metadata_of(obj).get("name") or "")
+
+
+def uid_of(obj: Mapping[str, Any]) -> str:
+    return str(metadata_of(obj).get("uid") or "")
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    annotations = metadata_of(obj).get("annotations")
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(metadata_of(obj).get("deletionTimestamp"))
+
+
+def ownership(obj: Mapping[str, Any], owner_uid: str) -> Ownership:
+    ref = controller_of(obj)
+    if ref is None:
+        return Ownership.UNOWNED
+    return Ownership.OWNED if ref.get("uid") == owner_uid else Ownership.OTHER
+
+
+def adoptable(obj: Mapping[str, Any], name_hash: str) -> bool:
+    """May an unowned object be adopted by the Sandbox whose name hashes to ``name_hash``?"""
+    labels = labels_of(obj)
+    return labels.get(LABEL_ADOPTABLE) == "true" or labels.get(LABEL_SANDBOX_NAME_HASH) == name_hash
+
+
+def owned_by_other_message(what: str, obj: Mapping[str, Any], owner_name: str) -> str:
+    """``pod "p" is owned by ReplicaSet/rs (UID: u), not by sandbox "s"``, as upstream says it."""
+    ref = controller_of(obj) or {}
+    return (
+        f'{what} "{name_of(obj)}" is owned by {ref.get("kind")}/{ref.get("name")} '
+        f'(UID: {ref.get("uid")}), not by sandbox "{owner_name}"'
+    )
+
+
+def controller_reference(api_version: str, kind: str, name: str, uid: str) -> Json:
+    """The ownerReference that makes the owner the object's controller and lets the garbage
+    collector delete the object with it (``blockOwnerDeletion`` for foreground deletion)."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def with_controller(obj: Mapping[str, Any], reference: Json) -> list[Json]:
+    """``obj``'s ownerReferences with ``reference`` added as its controller (an unowned object:
+    it has no other controller reference to replace)."""
+    references = [
+        copy.deepcopy(dict(ref))
+        for ref in metadata_of(obj).get("ownerReferences") or ()
+        if isinstance(ref, Mapping) and ref.get("uid") != reference["uid"]
+    ]
+    references.append(reference)
+    return references

@@ -1,0 +1,215 @@
+"""``plan_template``: one reconcile of one SandboxTemplate, as a pure function
+(spec/agent-sandbox.md §3.1; upstream ``SandboxTemplateReconciler``).
+
+1. The template carries ``agents.x-k8s.io/sandbox-template-ref-hash = NameHash(name)``, the
+   label that pool- and claim-made Sandboxes (and their Pods) carry too; it is merge-patched
+   on when missing or wrong.
+2. A template being deleted gets nothing more: the garbage collector removes its
+   NetworkPolicy through the owner reference.
+3. The shared NetworkPolicy is ``<template>-network-policy`` in the template's namespace.
+   ``networkPolicyManagement: Unmanaged``: it is deleted if, and only if, this template
+   controls it; a NetworkPolicy of that name that someone else made is never touched.
+4. ``Managed`` (the default): the desired spec selects the template's Pods by the ref-hash
+   label, with policy types Ingress and Egress, and either the template's own rules or the
+   secure default: ingress only from ``app=sandbox-router`` Pods in the namespace named
+   ``agent-sandbox-system``; egress to the public internet only (all of IPv4 except
+   10/8, 172.16/12, 192.168/16 and link-local 169.254/16, which also blocks the cluster DNS;
+   all of IPv6 except fc00::/7 and fe80::/10).
+5. A NetworkPolicy of that name that the template does not control is an error (retried with
+   backoff; nothing is overwritten). One it controls is updated with a full Update when its
+   spec differs semantically (after the defaults the API server applies); a missing one is
+   created, controlled by the template.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from api.agents import EXTENSIONS_GROUP, VERSION, SandboxTemplate
+from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, name_hash
+from services.runtime.cache import Json, ObjectKey, labels_of
+from services.runtime.reconcile import Action, Create, Delete, Patch, Plan, Replace
+from services.sandbox.objects import (
+    Ownership,
+    controller_reference,
+    deleting,
+    ownership,
+    uid_of,
+)
+from services.sandbox.observation import TemplateObservation, network_policy_name
+
+__all__ = [
+    "desired_network_policy_spec",
+    "plan_template",
+    "same_spec",
+    "secure_default_rules",
+]
+
+ROUTER_NAMESPACE = "agent-sandbox-system"
+
+
+def secure_default_rules() -> tuple[list[Json], list[Json]]:
+    """The ingress and egress rules of the secure default."""
+    ingress = [
+        {
+            "from": [
+                {
+                    "podSelector": {"matchLabels": {"app": "sandbox-router"}},
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": ROUTER_NAMESPACE}
+                    },
+                }
+            ]
+        }
+    ]
+    egress = [
+        {
+            "to": [
+                {
+                    "ipBlock": {
+                        "cidr": "0.0.0.0/0",
+                        "except": [
+                            "10.0.0.0/8",
+                            "172.16.0.0/12",
+                            "192.168.0.0/16",
+                            "169.254.0.0/16",
+                        ],
+                    }
+                },
+                {"ipBlock": {"cidr": "::/0", "except": ["fc00::/7", "fe80::/10"]}},
+            ]
+        }
+    ]
+    return ingress, egress
+
+
+def desired_network_policy_spec(template: SandboxTemplate) -> Json:
+    spec: Json = {
+        "podSelector": {
+            "matchLabels": {
+                LABEL_SANDBOX_TEMPLATE_REF_HASH: name_hash(template.metadata.name or "")
+            }
+        },
+        "policyTypes": ["Ingress", "Egress"],
+    }
+    custom = template.spec.network_policy
+    if custom is None:
+        spec["ingress"], spec["egress"] = secure_default_rules()
+    else:
+        if custom.ingress is not None:
+            spec["ingress"] = copy.deepcopy(custom.ingress)
+        if custom.egress is not None:
+            spec["egress"] = copy.deepcopy(custom.egress)
+    return spec
+
+
+def _semantic(value: Any) -> Any:
+    """Empty lists, maps and nulls read as absent (apimachinery's semantic equality)."""
+    if isinstance(value, Mapping):
+        kept = {key: _semantic(item) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if item not in (None, [], {})}
+    if isinstance(value, list):
+        return [_semantic(item) for item in value]
+    return value
+
+
+def _with_port_defaults(spec: Any) -> Any:
+    """``spec`` with the default the API server gives a rule's port: protocol TCP."""
+    spec = copy.deepcopy(spec) if isinstance(spec, Mapping) else {}
+    for direction in ("ingress", "egress"):
+        for rule in spec.get(direction) or ():
+            for port in (rule.get("ports") if isinstance(rule, dict) else None) or ():
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+    return spec
+
+
+def same_spec(existing: Any, desired: Json) -> bool:
+    """Whether a stored NetworkPolicy spec already says what ``desired`` says."""
+    return bool(_semantic(_with_port_defaults(existing)) == _semantic(_with_port_defaults(desired)))
+
+
+def plan_template(observation: TemplateObservation, now: datetime) -> Plan:
+    del now  # the template controller does nothing by the clock
+    if observation.template is None:
+        return Plan(reason="the SandboxTemplate is gone; its NetworkPolicy goes with it")
+    try:
+        template = msgspec.convert(observation.template, SandboxTemplate)
+    except msgspec.ValidationError as error:
+        return Plan(
+            reason="the object does not read as a SandboxTemplate",
+            error=f"cannot read the SandboxTemplate: {error}",
+        )
+    name = template.metadata.name or ""
+    namespace = template.metadata.namespace or ""
+    key = ObjectKey("SandboxTemplate", namespace, name)
+    actions: list[Action] = []
+    ref_hash = name_hash(name)
+    if labels_of(observation.template).get(LABEL_SANDBOX_TEMPLATE_REF_HASH) != ref_hash:
+        actions.append(
+            Patch(
+                key,
+                {"metadata": {"labels": {LABEL_SANDBOX_TEMPLATE_REF_HASH: ref_hash}}},
+                why="label the template with its ref hash",
+            )
+        )
+    if template.metadata.deletion_timestamp:
+        return Plan(actions=tuple(actions), reason="the SandboxTemplate is being deleted")
+
+    policy_name = network_policy_name(name)
+    policy_key = ObjectKey("NetworkPolicy", namespace, policy_name)
+    policy = observation.network_policy
+    uid = template.metadata.uid or ""
+    owner = ownership(policy, uid) if policy is not None else None
+
+    if template.spec.network_policy_management == "Unmanaged":
+        if policy is not None and owner is Ownership.OWNED and not deleting(policy):
+            actions.append(
+                Delete(policy_key, uid=uid_of(policy), why="networkPolicyManagement is Unmanaged")
+            )
+            return Plan(tuple(actions), reason="Unmanaged: deleting the template's NetworkPolicy")
+        reason = (
+            f"Unmanaged: NetworkPolicy {policy_name} is not the template's and is left alone"
+            if policy is not None and owner is not Ownership.OWNED
+            else "Unmanaged: no NetworkPolicy to manage"
+        )
+        return Plan(tuple(actions), reason=reason)
+
+    desired = desired_network_policy_spec(template)
+    if policy is None:
+        body: Json = {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {
+                "name": policy_name,
+                "namespace": namespace,
+                "ownerReferences": [
+                    controller_reference(
+                        f"{EXTENSIONS_GROUP}/{VERSION}", "SandboxTemplate", name, uid
+                    )
+                ],
+            },
+            "spec": desired,
+        }
+        actions.append(Create(body, why="create the template's NetworkPolicy"))
+        return Plan(tuple(actions), reason="Managed: creating the shared NetworkPolicy")
+    if owner is not Ownership.OWNED:
+        return Plan(
+            tuple(actions),
+            reason="Managed, but the NetworkPolicy of that name belongs to someone else",
+            error=(
+                f'NetworkPolicy "{policy_name}" already exists and is not controlled by '
+                f'SandboxTemplate "{name}"; delete or rename it to let the template manage it'
+            ),
+        )
+    if same_spec(policy.get("spec"), desired):
+        return Plan(tuple(actions), reason="Managed: the NetworkPolicy is as desired")
+    updated = copy.deepcopy(policy)
+    updated["spec"] = desired
+    actions.append(Replace(updated, why="the template's rules changed"))
+    return Plan(tuple(actions), reason="Managed: updating the drifted NetworkPolicy")

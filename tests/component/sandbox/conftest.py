@@ -1,0 +1,272 @@
+"""The sandbox worker against the real thing: a nats-server, the development cluster with its
+simulated kubelet and garbage collector, and the watcher, all in this process.
+
+Tests talk to the cluster the way users do (through the API), and wait for what they expect
+by reading it back with a deadline: the cluster is another actor, there is no event of ours
+to await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from services.devcluster import DevCluster, LatencyModel, SimulationSettings, WatchSettings
+from services.runtime.bus import BusConfig, ensure_bus
+from services.runtime.cache import ObjectKey
+from services.runtime.reconcile.kube import KubeApi, KubeError
+from services.runtime.reconcile.worker import Worker, WorkerSettings
+from services.sandbox.plan import CONTROLLER_NAME
+from services.sandbox.worker import sandbox_worker
+from services.watcher.config import WatcherConfig
+from services.watcher.lease import LeaseTimings
+from services.watcher.service import Watcher
+
+Json = dict[str, Any]
+NS = "default"
+log = logging.getLogger(__name__)
+
+STOP_BOUND = 20.0
+"""Seconds any part of the stack may take to stop; a hang fails with the names of the tasks."""
+
+FAST_KUBELET = {
+    "schedule_delay": 0.01,
+    "start_delay": 0.02,
+    "termination_delay": 0.01,
+    "run_duration": 0.1,
+}
+
+
+def sandbox_body(name: str, *, containers: list[Json] | None = None, **spec: Any) -> Json:
+    return {
+        "apiVersion": "agents.x-k8s.io/v1beta1",
+        "kind": "Sandbox",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "podTemplate": {
+                "spec": {
+                    "containers": containers
+                    if containers is not None
+                    else [
+                        {"name": "app", "image": "python:3.12", "ports": [{"containerPort": 8888}]}
+                    ]
+                }
+            },
+            **spec,
+        },
+    }
+
+
+def condition(obj: Json | None, kind: str = "Ready") -> tuple[str, str] | None:
+    for entry in ((obj or {}).get("status") or {}).get("conditions") or ():
+        if entry.get("type") == kind:
+            return entry.get("status"), entry.get("reason")
+    return None
+
+
+@dataclass
+class Stack:
+    cluster: DevCluster
+    nc: Client
+    js: JetStreamContext
+    kube: KubeApi
+    worker: Worker
+    bus: BusConfig
+
+    async def create(self, body: Json) -> Json:
+        return await self.kube.create(body)
+
+    async def get(self, kind: str, name: str) -> Json | None:
+        try:
+            return await self.kube.get(ObjectKey(kind, NS, name))
+        except KubeError as error:
+            if error.not_found:
+                return None
+            raise
+
+    async def patch(self, kind: str, name: str, patch: Json) -> Json:
+        return await self.kube.patch(ObjectKey(kind, NS, name), patch)
+
+    async def delete(self, kind: str, name: str) -> None:
+        await self.kube.delete(ObjectKey(kind, NS, name))
+
+
+async def until(
+    check: Callable[[], Awaitable[Any]], *, within: float = 20.0, interval: float = 0.05
+) -> Any:
+    """Poll ``check`` until it returns something truthy; return it, or fail at the deadline."""
+    deadline = time.monotonic() + within
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within} s (last: {result!r})")
+        await asyncio.sleep(interval)
+
+
+async def _wait_ready(watcher: Watcher, task: asyncio.Task[None]) -> None:
+    async def ready() -> bool:
+        if task.done():
+            task.result()
+            raise AssertionError("the watcher stopped")
+        return watcher.session is not None and watcher.session.ready.is_set()
+
+    await until(ready, within=20)
+
+
+@contextlib.asynccontextmanager
+async def api_client(
+    cluster: DevCluster, tmp_path: Path, name: str
+) -> AsyncIterator[k8s.ApiClient]:
+    kubeconfig = cluster.write_kubeconfig(tmp_path / f"kubeconfig-{name}")
+    configuration = k8s.Configuration()
+    await k8s_config.load_kube_config(
+        config_file=str(kubeconfig), client_configuration=configuration
+    )
+    async with k8s.ApiClient(configuration) as client:
+        yield client
+
+
+def _hung(what: str) -> AssertionError:
+    stacks = "\n".join(f"{t.get_name()}: {t.get_stack(limit=8)}" for t in asyncio.all_tasks())
+    return AssertionError(f"{what} did not finish within its bound; tasks:\n{stacks}")
+
+
+async def _finish(
+    task: asyncio.Future[Any], what: str, *, cancel: bool, tolerate: bool = False
+) -> None:
+    """Wait for ``task`` at most STOP_BOUND seconds, cancelling it again and again if asked:
+    on Python 3.11 a cancellation can be swallowed inside nats-py (see
+    services.runtime.reconcile.feeding.stop), and a bound that relied on cancelling the
+    waiter would be swallowed the same way."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STOP_BOUND
+    while not task.done():
+        if cancel:
+            task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+        if not task.done() and loop.time() > deadline:
+            if tolerate:
+                log.warning("%s", _hung(what))
+                return
+            raise _hung(what)
+    if not task.cancelled():
+        task.result()
+
+
+@contextlib.asynccontextmanager
+async def bounded(
+    context: contextlib.AbstractAsyncContextManager[Any], what: str
+) -> AsyncIterator[Any]:
+    """``async with context``, with an exit bounded in time that names what hung."""
+    value = await context.__aenter__()
+    try:
+        yield value
+    except BaseException as error:
+        exiting = asyncio.ensure_future(context.__aexit__(type(error), error, error.__traceback__))
+        await _finish(exiting, f"stopping {what}", cancel=False)
+        if exiting.result():
+            return
+        raise
+    else:
+        exiting = asyncio.ensure_future(context.__aexit__(None, None, None))
+        await _finish(exiting, f"stopping {what}", cancel=False)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    coroutine: Awaitable[None], name: str, *, tolerate_hang: bool = False
+) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.ensure_future(coroutine)
+    task.set_name(name)
+    try:
+        yield task
+    finally:
+        await _finish(task, f"{name} (cancelled)", cancel=True, tolerate=tolerate_hang)
+
+
+@contextlib.asynccontextmanager
+async def cluster_and_watcher(
+    nats_url: str, tmp_path: Path, *, failure_rules: tuple[Any, ...] = ()
+) -> AsyncIterator[tuple[DevCluster, Client, JetStreamContext, BusConfig]]:
+    """The development cluster (fast kubelet, garbage collector), NATS with the bus, and a
+    ready watcher."""
+    bus = BusConfig(storage="memory")
+    simulation = SimulationSettings(
+        pod_ready_delay=0.05,
+        options={"kubelet": {**FAST_KUBELET, "failure_rules": failure_rules}},
+    )
+    cluster = DevCluster(
+        port=0,
+        latency=LatencyModel.zero(),
+        simulation=simulation,
+        watch=WatchSettings(bookmark_interval=1.0, bookmark_before_deadline=0.3, idle_check=0.05),
+    )
+    async with bounded(cluster, "the development cluster"):
+        nc = await nats.connect(nats_url)
+        try:
+            js = nc.jetstream()
+            await ensure_bus(js, bus)
+            async with bounded(
+                api_client(cluster, tmp_path, "watcher"), "the watcher's API client"
+            ) as watcher_client:
+                config = WatcherConfig(
+                    identity="watcher-sandbox-test",
+                    lease=LeaseTimings.for_duration(2.0),
+                    inactivity_limit=5.0,
+                    bus=bus,
+                )
+                watcher = Watcher(nc, watcher_client, config)
+                # The watcher is another service under test elsewhere; a watcher that does not
+                # stop when cancelled is logged here, not failed, so that these tests judge
+                # the sandbox worker alone.
+                async with running(watcher.run(), "watcher", tolerate_hang=True) as task:
+                    await _wait_ready(watcher, task)
+                    yield cluster, nc, js, bus
+        finally:
+            await _finish(asyncio.ensure_future(nc.close()), "closing NATS", cancel=False)
+
+
+@contextlib.asynccontextmanager
+async def sandbox_worker_running(
+    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path, name: str = "worker"
+) -> AsyncIterator[tuple[Worker, KubeApi]]:
+    async with bounded(api_client(cluster, tmp_path, name), "the worker's API client") as client:
+        kube = KubeApi(client, field_manager=CONTROLLER_NAME)
+        worker = Worker(
+            sandbox_worker(),
+            js=js,
+            api=kube,
+            bus=bus,
+            settings=WorkerSettings(concurrency=16, max_delay=2.0),
+        )
+        async with running(worker.run(), "sandbox worker") as task:
+            async with asyncio.timeout(20):
+                while not worker.feed.loaded.is_set():
+                    if task.done():
+                        task.result()
+                    await asyncio.sleep(0.02)
+            yield worker, kube
+
+
+@pytest.fixture
+async def stack(nats_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
+    async with (
+        cluster_and_watcher(nats_url, tmp_path) as (cluster, nc, js, bus),
+        sandbox_worker_running(cluster, js, bus, tmp_path) as (worker, kube),
+    ):
+        yield Stack(cluster, nc, js, kube, worker, bus)

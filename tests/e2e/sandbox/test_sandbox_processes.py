@@ -1,0 +1,163 @@
+"""End to end: the watcher and the sandbox worker as their own processes (``sandbus run``), a
+nats-server, and the development cluster; the worker is killed (SIGKILL) in the middle of the
+work and started again.
+
+What must hold: fifty Sandboxes all become Ready with their Pod's IP, each with exactly one Pod
+(a restart that resumed from a stale view would create a second one or none), and deleting them
+takes their Pods along.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client as k8s
+
+from services.devcluster import DevCluster, LatencyModel, SimulationSettings
+from services.runtime.cache import ObjectKey
+from services.runtime.natsd import NatsServer
+from services.runtime.reconcile.kube import KubeApi, KubeError
+from tests.component.sandbox.conftest import (
+    FAST_KUBELET,
+    NS,
+    api_client,
+    condition,
+    sandbox_body,
+    until,
+)
+
+pytestmark = pytest.mark.slow
+
+SANDBUS_RUN = (
+    sys.executable,
+    "-c",
+    # `sandbus run`, with INFO logging so that a failure leaves a readable trail.
+    "import logging, sys; logging.basicConfig(level=logging.INFO, "
+    "format='%(asctime)s %(levelname)s %(name)s %(message)s'); "
+    "from services.cli import main; sys.exit(main())",
+    "run",
+)
+COUNT = 50
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+@contextlib.asynccontextmanager
+async def service(
+    name: str, nats_url: str, kubeconfig: Path, logs: Path
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    log = (logs / f"{name}.log").open("ab")
+    env = {**os.environ, "SANDBUS_WATCHER_IDENTITY": f"e2e-{name}", "PYTHONUNBUFFERED": "1"}
+    process = await asyncio.create_subprocess_exec(
+        *SANDBUS_RUN,
+        name,
+        "--nats",
+        nats_url,
+        "--kubeconfig",
+        str(kubeconfig),
+        stdout=log,
+        stderr=log,
+        env=env,
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                async with asyncio.timeout(10):
+                    await process.wait()
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        log.close()
+
+
+async def ready_count(kube: KubeApi) -> int:
+    count = 0
+    for index in range(COUNT):
+        try:
+            found = await kube.get(ObjectKey("Sandbox", NS, f"sb-{index}"))
+        except KubeError as error:
+            if error.not_found:
+                continue
+            raise
+        if condition(found) == ("True", "DependenciesReady") and found["status"].get("podIPs"):
+            count += 1
+    return count
+
+
+async def pods_of_sandboxes(core: k8s.CoreV1Api) -> dict[str, int]:
+    """Sandbox name → how many Pods it controls (read through the API, not the bus)."""
+    owners: dict[str, int] = {}
+    for pod in (await core.list_namespaced_pod(NS)).items:
+        for ref in pod.metadata.owner_references or ():
+            if ref.kind == "Sandbox" and ref.controller:
+                owners[ref.name] = owners.get(ref.name, 0) + 1
+    return owners
+
+
+def log_tails(logs: Path, lines: int = 25) -> str:
+    return "\n".join(
+        f"--- {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        for path in sorted(logs.glob("*.log"))
+    )
+
+
+async def test_fifty_sandboxes_across_a_worker_kill(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    try:
+        await run_fifty_sandboxes(tmp_path, logs)
+    except AssertionError as failure:
+        raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
+
+
+async def run_fifty_sandboxes(tmp_path: Path, logs: Path) -> None:
+    simulation = SimulationSettings(
+        nodes=2, pod_ready_delay=0.05, options={"kubelet": dict(FAST_KUBELET)}
+    )
+    async with (
+        NatsServer(store_dir=tmp_path / "nats") as nats_server,
+        DevCluster(port=0, latency=LatencyModel.zero(), simulation=simulation) as cluster,
+        api_client(cluster, tmp_path, "test") as client,
+    ):
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        kube = KubeApi(client, field_manager="e2e-test")
+        core = k8s.CoreV1Api(client)
+        async with service("watcher", nats_server.url, kubeconfig, logs):
+            async with service("sandbox", nats_server.url, kubeconfig, logs) as worker:
+                for index in range(COUNT // 2):
+                    await kube.create(sandbox_body(f"sb-{index}"))
+                await until(lambda: _at_least(kube, 1), within=60)
+                worker.send_signal(signal.SIGKILL)
+                await worker.wait()
+            for index in range(COUNT // 2, COUNT):
+                await kube.create(sandbox_body(f"sb-{index}"))
+            async with service("sandbox", nats_server.url, kubeconfig, logs):
+                await until(lambda: _at_least(kube, COUNT), within=90, interval=0.5)
+                owners = await pods_of_sandboxes(core)
+                assert owners == {f"sb-{index}": 1 for index in range(COUNT)}
+
+                for index in range(COUNT):
+                    await kube.delete(ObjectKey("Sandbox", NS, f"sb-{index}"))
+
+                async def no_pods_left() -> bool:
+                    return not await pods_of_sandboxes(core)
+
+                await until(no_pods_left, within=60, interval=0.5)
+
+
+async def _at_least(kube: KubeApi, wanted: int) -> bool:
+    return await ready_count(kube) >= wanted

@@ -1,0 +1,127 @@
+"""The workers' cache: the bus view, read-your-writes on top of it, and its indexes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from services.runtime.cache import ObjectCache, ObjectKey, compare_resource_versions
+
+POD = ObjectKey("Pod", "default", "p")
+
+
+def pod(
+    rv: str, *, uid: str = "u1", labels: dict[str, str] | None = None, owner: str | None = None
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": "p",
+        "namespace": "default",
+        "uid": uid,
+        "resourceVersion": rv,
+        "labels": labels or {},
+    }
+    if owner:
+        metadata["ownerReferences"] = [
+            {"uid": owner, "controller": True, "kind": "Sandbox", "name": "s"}
+        ]
+    return {"kind": "Pod", "metadata": metadata}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [("5", "5", 0), ("5", "10", -1), ("10", "5", 1), ("abc", "abd", None), ("5", "x", None)],
+)
+def test_resource_versions_are_ordered_only_when_both_are_integers(
+    a: str, b: str, expected: int | None
+) -> None:
+    assert compare_resource_versions(a, b) == expected
+
+
+def test_the_bus_view_follows_changes_and_ignores_older_states() -> None:
+    cache = ObjectCache()
+    assert cache.observe("added", pod("5"))
+    assert cache.observe("modified", pod("7"))
+    assert not cache.observe("modified", pod("6")), "an older state replayed after a restart"
+    assert cache.get(POD)["metadata"]["resourceVersion"] == "7"  # type: ignore[index]
+    assert not cache.observe("deleted", pod("6"))
+    assert cache.get(POD) is not None
+    assert cache.observe("deleted", pod("8"))
+    assert cache.get(POD) is None and len(cache) == 0
+
+
+def test_our_write_outranks_the_bus_until_the_bus_catches_up() -> None:
+    cache = ObjectCache()
+    cache.observe("added", pod("5"))
+    cache.remember(pod("9", labels={"written": "yes"}))
+    cache.observe("modified", pod("7"))
+    assert cache.get(POD)["metadata"]["labels"] == {"written": "yes"}  # type: ignore[index]
+    cache.observe("modified", pod("9", labels={"written": "yes"}))
+    cache.observe("modified", pod("11"))
+    assert cache.get(POD)["metadata"]["resourceVersion"] == "11"  # type: ignore[index]
+
+
+def test_a_delete_we_made_hides_the_object_until_the_bus_agrees() -> None:
+    cache = ObjectCache()
+    cache.observe("added", pod("5"))
+    cache.remember_gone(POD)
+    assert cache.get(POD) is None and POD not in cache
+    cache.observe("modified", pod("4"))
+    assert cache.get(POD) is None
+    cache.observe("deleted", pod("5"))
+    assert cache.get(POD) is None
+    cache.observe("added", pod("12", uid="u2"))
+    assert cache.get(POD)["metadata"]["uid"] == "u2"  # type: ignore[index]
+
+
+def test_a_new_incarnation_after_our_delete_replaces_the_tombstone() -> None:
+    cache = ObjectCache()
+    cache.observe("added", pod("5"))
+    cache.remember_gone(POD)
+    cache.observe("added", pod("8", uid="u2"))
+    assert cache.get(POD)["metadata"]["uid"] == "u2"  # type: ignore[index]
+
+
+def test_opaque_versions_wait_for_the_exact_echo_or_the_deadline() -> None:
+    clock = Clock()
+    cache = ObjectCache(written_ttl=30, clock=clock)
+    cache.remember(pod("b-2", labels={"ours": "1"}))
+    cache.observe("modified", pod("a-1"))
+    assert cache.get(POD)["metadata"]["labels"] == {"ours": "1"}  # type: ignore[index]
+    clock.now = 31
+    assert cache.expire() == [POD]
+    assert cache.get(POD)["metadata"]["resourceVersion"] == "a-1"  # type: ignore[index]
+
+
+def test_an_unwatched_object_found_by_a_read_is_forgotten_after_the_deadline() -> None:
+    clock = Clock()
+    cache = ObjectCache(written_ttl=5, clock=clock)
+    cache.remember(pod("3"))
+    assert POD in cache
+    clock.now = 6
+    cache.expire()
+    assert POD not in cache and cache.keys("Pod") == []
+
+
+def test_indexes_by_label_and_by_controller_follow_the_effective_object() -> None:
+    cache = ObjectCache(label_indexes=[("Pod", "hash")])
+    cache.observe("added", pod("5", labels={"hash": "h1"}, owner="s1"))
+    assert [p["metadata"]["name"] for p in cache.by_label("Pod", "default", "hash", "h1")] == ["p"]
+    assert cache.owned_by("Pod", "s1") and not cache.owned_by("Pod", "s2")
+    cache.remember(pod("6", labels={"hash": "h2"}, owner="s2"))
+    assert cache.by_label("Pod", "default", "hash", "h1") == []
+    assert cache.by_label("Pod", "default", "hash", "h2")
+    assert cache.owned_by("Pod", "s2") and not cache.owned_by("Pod", "s1")
+    assert cache.by_label("Pod", "other", "hash", "h2") == []
+    with pytest.raises(KeyError):
+        cache.by_label("Pod", "default", "unindexed", "x")
+    cache.observe("deleted", pod("9", labels={"hash": "h2"}))
+    assert cache.by_label("Pod", "default", "hash", "h2") == [] and cache.keys("Pod") == []

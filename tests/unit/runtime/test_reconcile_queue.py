@@ -1,0 +1,101 @@
+"""The work queue keeps controller-runtime's promises: one task per key, nothing lost, backoff."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.runtime.reconcile.queueing import QueueShutDown, WorkQueue
+
+
+async def take(queue: WorkQueue[str]) -> tuple[str, tuple[str, ...]]:
+    async with asyncio.timeout(2):
+        return await queue.get()
+
+
+async def test_a_key_waits_once_and_remembers_every_trigger() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a", "e1")
+    queue.add("a", "e2")
+    queue.add("a", "e1")
+    queue.add("b")
+    assert len(queue) == 2
+    assert await take(queue) == ("a", ("e1", "e2"))
+    assert await take(queue) == ("b", ())
+
+
+async def test_a_key_being_processed_is_not_handed_out_again_but_comes_back_after() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    key, _ = await take(queue)
+    queue.add("a", "during")
+    assert len(queue) == 0, "not ready while it is being processed"
+    getter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    assert not getter.done()
+    queue.done(key)
+    async with asyncio.timeout(2):
+        assert await getter == ("a", ("during",))
+
+
+async def test_done_without_new_adds_leaves_the_queue_idle() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    key, _ = await take(queue)
+    waiter = asyncio.create_task(queue.join())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    queue.done(key)
+    async with asyncio.timeout(2):
+        await waiter
+    assert queue.idle()
+
+
+async def test_add_after_keeps_the_earliest_schedule() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    queue.add_after("a", 5.0)
+    queue.add_after("a", 0.02)
+    queue.add_after("a", 3.0)
+    assert queue.scheduled == frozenset({"a"})
+    await take(queue)
+    assert loop.time() - start < 1.0
+
+
+async def test_backoff_doubles_and_forget_resets() -> None:
+    queue: WorkQueue[str] = WorkQueue(base_delay=0.01, max_delay=0.05)
+    delays = [queue.backoff("a") for _ in range(5)]
+    assert delays == [0.01, 0.02, 0.04, 0.05, 0.05]
+    queue.forget("a")
+    assert queue.failures("a") == 0
+    assert queue.backoff("a") == 0.01
+    await take(queue)
+
+
+async def test_shutdown_wakes_waiting_getters() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    getter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.add_after("later", 10)
+    queue.shutdown()
+    with pytest.raises(QueueShutDown):
+        async with asyncio.timeout(2):
+            await getter
+    assert queue.scheduled == frozenset()
+    queue.add("ignored")
+    assert len(queue) == 0
+
+
+async def test_a_cancelled_getter_does_not_swallow_a_key() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    first = asyncio.create_task(queue.get())
+    second = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.add("a")
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    async with asyncio.timeout(2):
+        key, _ = await second
+    assert key == "a"

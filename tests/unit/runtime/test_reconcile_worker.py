@@ -1,0 +1,183 @@
+"""The worker shell around a toy reconciler: decisions, scheduling, failures, events to keys."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from nats.js.api import PubAck
+
+from events.codec import decode_event
+from events.types import DecisionMade, Outcome, observed_event
+from services.runtime.cache import ObjectCache, ObjectKey
+from services.runtime.reconcile import Create, Patch, Plan
+from services.runtime.reconcile.kube import KubeError
+from services.runtime.reconcile.worker import Worker, WorkerDefinition, WorkerSettings
+from tests.unit.runtime.test_reconcile_actions import ScriptedApi, obj
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+WIDGET = ObjectKey("Widget", "ns", "w")
+POD = ObjectKey("Pod", "ns", "w")
+
+
+class FakeJetStream:
+    def __init__(self, *, fail: bool = False) -> None:
+        self.published: list[tuple[str, bytes]] = []
+        self.fail = fail
+
+    async def publish(self, subject: str, payload: bytes, **_: Any) -> PubAck:
+        if self.fail:
+            raise ConnectionError("nats is down")
+        self.published.append((subject, payload))
+        return PubAck(stream="SANDBUS_EVENTS", seq=len(self.published))
+
+    def decisions(self) -> list[DecisionMade]:
+        found = [decode_event(payload) for _, payload in self.published]
+        assert all(isinstance(d, DecisionMade) for d in found)
+        return found  # type: ignore[return-value]
+
+
+@dataclass
+class PodPerWidget:
+    """Toy reconciler: every Widget gets a Pod of its name; then the Widget is marked."""
+
+    kind: str = "Widget"
+    seen_errors: list[str | None] = field(default_factory=list)
+    explode: bool = False
+    always_write: bool = False
+
+    def observe(self, key: ObjectKey, cache: ObjectCache, last_error: str | None) -> dict[str, Any]:
+        self.seen_errors.append(last_error)
+        return {"widget": cache.get(key), "pod": cache.get(POD)}
+
+    def plan(self, inputs: dict[str, Any], now: datetime) -> Plan:
+        if self.explode:
+            raise RuntimeError("bug")
+        if inputs["widget"] is None:
+            return Plan(reason="gone")
+        if self.always_write:
+            return Plan(
+                actions=(Patch(WIDGET, {"metadata": {"labels": {"n": str(now)}}}),), requeue_after=0
+            )
+        if inputs["pod"] is None:
+            return Plan(
+                actions=(Create(obj("Pod", "w"), why="make the pod"),),
+                requeue_after=0,
+                reason="no pod",
+            )
+        return Plan(reason="has its pod", requeue_after=30)
+
+
+def worker(reconciler: PodPerWidget, api: ScriptedApi, js: FakeJetStream | None = None) -> Worker:
+    definition = WorkerDefinition(
+        name="toy",
+        reconcilers=(reconciler,),
+        watched_kinds=("Widget", "Pod"),
+        wakes=lambda kind, o, cache: [ObjectKey("Widget", "ns", o["metadata"]["name"])],
+    )
+    w = Worker(
+        definition,
+        js=js or FakeJetStream(),  # type: ignore[arg-type]
+        api=api,  # type: ignore[arg-type]
+        settings=WorkerSettings(base_delay=0.01, max_delay=1.0, max_write_passes=3),
+        clock=lambda: NOW,
+    )
+    w.cache.observe("added", obj("Widget", "w"))
+    return w
+
+
+async def test_a_reconcile_writes_and_records_a_valid_decision() -> None:
+    js = FakeJetStream()
+    w = worker(PodPerWidget(), ScriptedApi(), js)
+    decision = await w.reconcile(WIDGET, ("uid:5:added",))
+    assert decision.outcome == Outcome.APPLIED
+    assert decision.requeue_after_seconds == 0
+    assert [(a.verb, str(a.target), a.detail) for a in decision.actions] == [
+        ("create", "Pod/ns/w", "make the pod")
+    ]
+    (recorded,) = js.decisions()
+    assert recorded.data == decision
+    assert recorded.time == NOW, "the decision's time is the planner's now"
+    assert recorded.subject == "Widget/ns/w" and decision.triggers == ("uid:5:added",)
+    assert decision.inputs_digest.startswith("sha256:")
+    assert POD in w.cache, "read-your-writes: the created Pod is in the cache at once"
+
+    second = await w.reconcile(WIDGET)
+    assert second.outcome == Outcome.REQUEUED and second.requeue_after_seconds == 30
+    assert WIDGET in w.queue.scheduled
+
+
+async def test_the_same_inputs_and_time_give_the_same_decision_id() -> None:
+    js = FakeJetStream()
+    w = worker(PodPerWidget(), ScriptedApi(obj("Pod", "w")), js)
+    w.cache.observe("added", obj("Pod", "w"))
+    await w.reconcile(WIDGET)
+    await w.reconcile(WIDGET)
+    first, second = js.decisions()
+    assert first.id == second.id
+
+
+async def test_a_planner_that_raises_is_recorded_and_backed_off() -> None:
+    js = FakeJetStream()
+    w = worker(PodPerWidget(explode=True), ScriptedApi(), js)
+    decision = await w.reconcile(WIDGET)
+    assert decision.outcome == Outcome.FAILED
+    assert decision.error == "planner bug: RuntimeError('bug')"
+    assert WIDGET in w.queue.scheduled
+
+
+async def test_a_refused_write_is_retried_with_backoff_and_shown_to_the_next_pass() -> None:
+    api = ScriptedApi()
+    api.errors[("create", "w")] = KubeError(422, "Invalid", 'Pod "w" is invalid')
+    reconciler = PodPerWidget()
+    w = worker(reconciler, api)
+    decision = await w.reconcile(WIDGET)
+    assert decision.outcome == Outcome.FAILED
+    assert decision.error == 'create Pod/ns/w: Invalid (422): Pod "w" is invalid'
+    assert decision.actions[0].error is not None
+    assert decision.requeue_after_seconds == 0.01
+    del api.errors[("create", "w")]
+    await w.reconcile(WIDGET)
+    assert reconciler.seen_errors == [None, decision.error]
+    assert w.queue.failures(WIDGET) == 0 and POD in w.cache
+
+
+async def test_a_planner_that_never_stops_writing_is_slowed_down() -> None:
+    w = worker(PodPerWidget(always_write=True), ScriptedApi(obj("Widget", "w")))
+    decisions = [await w.reconcile(WIDGET) for _ in range(4)]
+    assert [d.requeue_after_seconds for d in decisions[:2]] == [0, 0]
+    assert decisions[2].requeue_after_seconds == 0.01
+    assert "passes in a row wrote something" in decisions[2].reason
+
+
+async def test_losing_the_bus_loses_a_record_not_the_reconcile() -> None:
+    w = worker(PodPerWidget(), ScriptedApi(), FakeJetStream(fail=True))
+    decision = await w.reconcile(WIDGET)
+    assert decision.outcome == Outcome.APPLIED and POD in w.cache
+    assert w.decisions_published == 0
+
+
+async def test_an_event_updates_the_cache_and_wakes_its_keys() -> None:
+    w = worker(PodPerWidget(), ScriptedApi())
+    event = observed_event("modified", obj("Pod", "w", rv="7"), time=NOW)
+    w.take_event(event)
+    assert w.cache.get(POD) is not None
+    async with asyncio.timeout(1):
+        key, triggers = await w.queue.get()
+    assert key == WIDGET and triggers == (event.id,)
+
+
+async def test_workers_drain_the_queue() -> None:
+    w = worker(PodPerWidget(), ScriptedApi())
+    task = asyncio.create_task(w._work())
+    try:
+        w.queue.add(WIDGET)
+        async with asyncio.timeout(2):
+            await w.settled()
+        assert POD in w.cache
+    finally:
+        w.queue.shutdown()
+        async with asyncio.timeout(2):
+            await task

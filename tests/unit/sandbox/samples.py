@@ -1,0 +1,319 @@
+"""Objects for the sandbox planner tests, shaped as the API server serves them, and a tiny
+in-memory API server that applies plans so a test can run a Sandbox to convergence."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from api.keys import LABEL_SANDBOX_NAME_HASH, name_hash
+from services.runtime.cache import Json, ObjectCache, ObjectKey, key_of
+from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace
+from services.sandbox.observation import SandboxObservation, observe_sandbox
+from services.sandbox.plan import plan_sandbox
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+NS = "default"
+SANDBOX_UID = "sandbox-uid-1"
+
+
+def stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sandbox(
+    name: str = "sb",
+    *,
+    uid: str = SANDBOX_UID,
+    containers: list[Json] | None = None,
+    status: Json | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    owner: Json | None = None,
+    generation: int = 1,
+    pod_labels: dict[str, str] | None = None,
+    pod_annotations: dict[str, str] | None = None,
+    **spec: Any,
+) -> Json:
+    pod_template: Json = {
+        "spec": {
+            "containers": containers
+            if containers is not None
+            else [{"name": "app", "image": "python:3.12"}]
+        }
+    }
+    if pod_labels is not None or pod_annotations is not None:
+        pod_template["metadata"] = {}
+        if pod_labels is not None:
+            pod_template["metadata"]["labels"] = pod_labels
+        if pod_annotations is not None:
+            pod_template["metadata"]["annotations"] = pod_annotations
+    metadata: Json = {
+        "name": name,
+        "namespace": NS,
+        "uid": uid,
+        "resourceVersion": "10",
+        "generation": generation,
+        "creationTimestamp": stamp(NOW - timedelta(minutes=5)),
+    }
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    if owner:
+        metadata["ownerReferences"] = [owner]
+    obj: Json = {
+        "apiVersion": "agents.x-k8s.io/v1beta1",
+        "kind": "Sandbox",
+        "metadata": metadata,
+        "spec": {"podTemplate": pod_template, **spec},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def owner_ref(uid: str = SANDBOX_UID, name: str = "sb", kind: str = "Sandbox") -> Json:
+    api_version = "agents.x-k8s.io/v1beta1" if kind == "Sandbox" else "apps/v1"
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def pod(
+    name: str = "sb",
+    *,
+    owner: Json | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    phase: str = "Running",
+    ready: bool | None = True,
+    ips: tuple[str, ...] = ("10.244.0.5",),
+    node: str | None = "node-1",
+    scheduled: Json | None = None,
+    deleting: bool = False,
+    uid: str | None = None,
+    hashed_for: str | None = "sb",
+) -> Json:
+    """A Pod; by default owned by Sandbox ``sb``, labelled with its name hash, Running and
+    Ready with one IP."""
+    all_labels = dict(labels or {})
+    if hashed_for is not None:
+        all_labels.setdefault(LABEL_SANDBOX_NAME_HASH, name_hash(hashed_for))
+    metadata: Json = {
+        "name": name,
+        "namespace": NS,
+        "uid": uid or f"pod-uid-{name}",
+        "resourceVersion": "20",
+        "labels": all_labels,
+    }
+    if annotations:
+        metadata["annotations"] = annotations
+    if owner is not None:
+        metadata["ownerReferences"] = [owner]
+    if deleting:
+        metadata["deletionTimestamp"] = stamp(NOW)
+    conditions: list[Json] = []
+    if scheduled is not None:
+        conditions.append({"type": "PodScheduled", **scheduled})
+    elif phase in ("Running", "Succeeded", "Failed"):
+        conditions.append({"type": "PodScheduled", "status": "True"})
+    if ready is not None:
+        conditions.append({"type": "Ready", "status": "True" if ready else "False"})
+    status: Json = {"phase": phase, "conditions": conditions}
+    if ips:
+        status["podIPs"] = [{"ip": ip} for ip in ips]
+        status["podIP"] = ips[0]
+    spec: Json = {"containers": [{"name": "app", "image": "python:3.12"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def owned_pod(name: str = "sb", **kwargs: Any) -> Json:
+    return pod(name, owner=owner_ref(), **kwargs)
+
+
+def service(
+    name: str = "sb",
+    *,
+    owner: Json | None = None,
+    labels: dict[str, str] | None = None,
+    cluster_ip: str = "None",
+    selector: dict[str, str] | None = None,
+    ports: list[Json] | None = None,
+) -> Json:
+    spec: Json = {
+        "clusterIP": cluster_ip,
+        "selector": selector
+        if selector is not None
+        else {LABEL_SANDBOX_NAME_HASH: name_hash("sb")},
+    }
+    if ports is not None:
+        spec["ports"] = ports
+    metadata: Json = {
+        "name": name,
+        "namespace": NS,
+        "uid": f"svc-uid-{name}",
+        "resourceVersion": "30",
+        "labels": labels if labels is not None else {LABEL_SANDBOX_NAME_HASH: name_hash("sb")},
+    }
+    if owner is not None:
+        metadata["ownerReferences"] = [owner]
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
+
+
+def pvc(name: str, *, owner: Json | None = None, labels: dict[str, str] | None = None) -> Json:
+    metadata: Json = {
+        "name": name,
+        "namespace": NS,
+        "uid": f"pvc-uid-{name}",
+        "resourceVersion": "40",
+        "labels": labels or {},
+    }
+    if owner is not None:
+        metadata["ownerReferences"] = [owner]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata,
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def observation(
+    sb: Json | None,
+    *,
+    pods: tuple[Json, ...] = (),
+    svc: Json | None = None,
+    pvcs: dict[str, Json] | None = None,
+    cluster_domain: str = "cluster.local",
+    last_error: str | None = None,
+) -> SandboxObservation:
+    name = (sb or {}).get("metadata", {}).get("name", "sb")
+    return SandboxObservation(
+        namespace=NS,
+        name=name,
+        sandbox=sb,
+        pods=tuple(sorted(pods, key=lambda p: p["metadata"]["name"])),
+        service=svc,
+        pvcs=pvcs or {},
+        cluster_domain=cluster_domain,
+        last_error=last_error,
+    )
+
+
+def conditions_of(obj: Mapping[str, Any]) -> dict[str, Json]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or ()}
+
+
+def of_type(plan: Plan, kind: type) -> list[Any]:
+    return [action for action in plan.actions if isinstance(action, kind)]
+
+
+def status_written(plan: Plan) -> Json | None:
+    """The status patch of ``plan`` (the ``status`` part), if it writes one."""
+    for action in plan.actions:
+        if isinstance(action, Patch) and action.subresource == "status":
+            return action.patch["status"]
+    return None
+
+
+# --- a tiny API server, for running a Sandbox to convergence ---------------------------------
+
+
+def _merge(target: Json, patch: Mapping[str, Any]) -> Json:
+    result = copy.deepcopy(target)
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
+            result[key] = _merge(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+@dataclass
+class FakeCluster:
+    """Objects by key; applies actions as an API server would, in the ways these tests need:
+    uids and growing resourceVersions, a created Pod in phase Pending, status patches only
+    touching status, graceful Pod deletion when ``graceful_pods``."""
+
+    objects: dict[ObjectKey, Json] = field(default_factory=dict)
+    graceful_pods: bool = False
+    writes: list[Any] = field(default_factory=list)
+    _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
+
+    def add(self, *objs: Json) -> FakeCluster:
+        for obj in objs:
+            self.objects[key_of(obj)] = copy.deepcopy(obj)
+        return self
+
+    def get(self, kind: str, name: str) -> Json | None:
+        return self.objects.get(ObjectKey(kind, NS, name))
+
+    def _bump(self, obj: Json) -> Json:
+        obj["metadata"]["resourceVersion"] = str(next(self._versions))
+        return obj
+
+    def apply(self, plan: Plan) -> None:
+        for action in plan.actions:
+            self.writes.append(action)
+            if isinstance(action, Create):
+                body = copy.deepcopy(action.body)
+                key = key_of(body)
+                assert key not in self.objects, f"{key} already exists"
+                body["metadata"].setdefault("uid", f"uid-{key.kind}-{key.name}")
+                if key.kind == "Pod":
+                    body["status"] = {"phase": "Pending"}
+                self.objects[key] = self._bump(body)
+            elif isinstance(action, Patch):
+                current = self.objects[action.target]
+                patch = action.patch
+                if action.subresource == "status":
+                    patch = {"status": patch["status"]}
+                else:
+                    patch = {k: v for k, v in patch.items() if k != "status"}
+                self.objects[action.target] = self._bump(_merge(current, patch))
+            elif isinstance(action, Replace):
+                key = key_of(action.body)
+                self.objects[key] = self._bump(copy.deepcopy(action.body))
+            elif isinstance(action, Delete):
+                current = self.objects.get(action.target)
+                if current is None:
+                    continue
+                if action.target.kind == "Pod" and self.graceful_pods:
+                    current["metadata"]["deletionTimestamp"] = stamp(NOW)
+                    self._bump(current)
+                else:
+                    del self.objects[action.target]
+
+    def cache(self) -> ObjectCache:
+        cache = ObjectCache(label_indexes=[("Pod", LABEL_SANDBOX_NAME_HASH)])
+        for obj in self.objects.values():
+            cache.observe("added", obj)
+        return cache
+
+    def observe(self, name: str = "sb", **kwargs: Any) -> SandboxObservation:
+        return observe_sandbox(ObjectKey("Sandbox", NS, name), self.cache(), **kwargs)
+
+    def converge(self, name: str = "sb", now: datetime = NOW, passes: int = 8) -> list[Plan]:
+        """Plan and apply until a pass wants nothing more at once; returns the plans."""
+        plans = []
+        for _ in range(passes):
+            plan = plan_sandbox(self.observe(name), now)
+            plans.append(plan)
+            self.apply(plan)
+            if plan.requeue_after is None or plan.requeue_after > 0:
+                return plans
+        raise AssertionError(f"no convergence in {passes} passes: {plans}")
