@@ -16,6 +16,10 @@ server works), creates ``--objects`` objects through the HTTP API and then measu
   from the first write sent to the last MODIFIED event received, by 1 watcher and by
   ``--watchers`` concurrent watchers (the second figure counts events delivered to all of
   them); plus a watch from resourceVersion 0, which replays every object as ADDED;
+- **pods to Ready** (``pods``, its own child): with the simulated kubelet running (default
+  settings, as ``sandbus devcluster`` has them), ``--pods`` Pods created at once and the time
+  from the first create to the moment a watch has seen every one of them Ready; the write path
+  and the kubelet's status writes under load;
 - **resident memory**: VmRSS from /proc/self/status after start and after loading, per object.
   One process per kind, because CPython keeps freed memory for reuse: a second cluster in the
   same process would show almost no growth.
@@ -51,7 +55,7 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
-from services.devcluster import DevCluster, LatencyModel
+from services.devcluster import DevCluster, LatencyModel, SimulationSettings
 
 Json = dict[str, Any]
 
@@ -105,7 +109,7 @@ class Report:
             ratio = ""
             if row.rate is not None:
                 multiple = row.rate / baseline_rps
-                ratio = f"{multiple:.2f}" if multiple >= 0.1 else f"{multiple:.2g}"
+                ratio = f"{multiple:.2f}" if multiple >= 0.1 else f"{multiple:.3g}"
             cells.append((row.section, row.metric, row.value, ratio))
         widths = [max(len(cell[i]) for cell in cells) for i in range(4)]
 
@@ -491,6 +495,85 @@ async def bench_kind(report: Report, kind: Kind, args: argparse.Namespace) -> No
             )
 
 
+def _pod(index: int) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pod-{index:05d}", "labels": {"bench": "pods"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "runtime",
+                    "image": "registry.example.com/sandboxes/python-runtime:3.12",
+                    "ports": [{"containerPort": 8888}],
+                    "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}},
+                }
+            ]
+        },
+    }
+
+
+def _is_ready(pod: Json) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+async def bench_pods(report: Report, args: argparse.Namespace) -> None:
+    """``--pods`` Pods at once, with the kubelet moving each to Ready: creates, then time to
+    the last Ready as a watch sees it."""
+    count = args.pods
+    path = "/api/v1/namespaces/default/pods"
+    settings = SimulationSettings(nodes=3, garbage_collector=False)
+    async with DevCluster(
+        port=0, crd_dirs=None, latency=LatencyModel.zero(), simulation=settings
+    ) as cluster:
+        connector = aiohttp.TCPConnector(limit=args.concurrency + 4)
+        async with aiohttp.ClientSession(cluster.url, connector=connector) as http:
+            async with http.get(path) as response:
+                rv = (await response.json())["metadata"]["resourceVersion"]
+            ready: set[str] = set()
+            all_ready = asyncio.Event()
+
+            async def watch() -> None:
+                url = f"{path}?watch=true&resourceVersion={rv}"
+                timeout = aiohttp.ClientTimeout(total=None, sock_read=120)
+                async with http.get(url, timeout=timeout) as response:
+                    async for line in response.content:
+                        pod = json.loads(line)["object"]
+                        if _is_ready(pod):
+                            ready.add(pod["metadata"]["name"])
+                            if len(ready) == count:
+                                all_ready.set()
+                                return
+
+            watcher = asyncio.create_task(watch())
+            await wait_registered(cluster, 1)
+
+            async def create(index: int) -> None:
+                async with http.post(path, json=_pod(index)) as response:
+                    body = await response.read()
+                    if response.status != 201:
+                        raise RuntimeError(f"create pod {index}: {response.status} {body[:300]!r}")
+
+            started = time.perf_counter()
+            creates = await run_concurrently(count, args.concurrency, create)
+            await asyncio.wait_for(all_ready.wait(), 300)
+            elapsed = time.perf_counter() - started
+            watcher.cancel()
+    report.add(
+        "pods",
+        f"CREATE {count:,} Pods, kubelet running ({args.concurrency} in flight)",
+        f"{count / creates:,.0f} writes/s",
+        count / creates,
+    )
+    report.add(
+        "pods",
+        f"{count:,} Pods: first create → all Ready (3 nodes, default kubelet)",
+        f"{elapsed * 1000:,.0f} ms",
+        1 / elapsed,
+    )
+
+
 async def run_child(kind: str, args: argparse.Namespace) -> list[Row]:
     """One kind in a fresh interpreter; its rows come back as JSON on stdout."""
     argv = [
@@ -502,6 +585,7 @@ async def run_child(kind: str, args: argparse.Namespace) -> list[Row]:
         f"--watchers={args.watchers}",
         f"--concurrency={args.concurrency}",
         f"--repeat={args.repeat}",
+        f"--pods={args.pods}",
     ]
     process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
     out, _ = await process.communicate()
@@ -513,7 +597,10 @@ async def run_child(kind: str, args: argparse.Namespace) -> list[Row]:
 async def main(args: argparse.Namespace) -> None:
     if args.child:
         report = Report()
-        await bench_kind(report, KINDS[args.child], args)
+        if args.child == "pods":
+            await bench_pods(report, args)
+        else:
+            await bench_kind(report, KINDS[args.child], args)
         print(json.dumps([row.__dict__ for row in report.rows]))
         return
     load1, load5, _ = os.getloadavg()
@@ -542,14 +629,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=10_000, help="objects per kind")
     parser.add_argument(
-        "--kinds", nargs="+", choices=sorted(KINDS), default=["configmaps", "sandboxes"]
+        "--kinds",
+        nargs="+",
+        choices=[*sorted(KINDS), "pods"],
+        default=["configmaps", "sandboxes", "pods"],
     )
     parser.add_argument("--burst", type=int, default=2_000, help="updates per watch burst")
     parser.add_argument("--watchers", type=int, default=10, help="concurrent watchers")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of each list")
     parser.add_argument("--baseline-requests", type=int, default=5_000)
-    parser.add_argument("--child", choices=sorted(KINDS), help=argparse.SUPPRESS)
+    parser.add_argument("--pods", type=int, default=200, help="Pods created for 'pods'")
+    parser.add_argument("--child", choices=[*sorted(KINDS), "pods"], help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 

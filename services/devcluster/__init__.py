@@ -11,12 +11,21 @@ Module map (spec/kube-standin.md §4.2):
 - :mod:`.lifecycle` — the in-process control loops (CRDs, namespaces); :mod:`.controllers` —
   the plug for the kubelet and garbage collector, which talk HTTP.
 - :mod:`.faults` — latency model and fault injection.
+
+The names below load on first use (PEP 562): ``sandbus --help`` imports :mod:`.cli`, and with
+it this package, which must not pull in the server and aiohttp just to build a parser.
 """
 
-from services.devcluster.cluster import DevCluster
-from services.devcluster.controllers import ControllerContext, SimulationSettings
-from services.devcluster.faults import FaultRule, LatencyModel
-from services.devcluster.watch import WatchSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.devcluster.cluster import DevCluster
+    from services.devcluster.controllers import ControllerContext, SimulationSettings
+    from services.devcluster.faults import FaultRule, LatencyModel
+    from services.devcluster.watch import WatchSettings
 
 __all__ = [
     "ControllerContext",
@@ -26,3 +35,21 @@ __all__ = [
     "SimulationSettings",
     "WatchSettings",
 ]
+
+_HOMES = {
+    "ControllerContext": "services.devcluster.controllers",
+    "DevCluster": "services.devcluster.cluster",
+    "FaultRule": "services.devcluster.faults",
+    "LatencyModel": "services.devcluster.faults",
+    "SimulationSettings": "services.devcluster.controllers",
+    "WatchSettings": "services.devcluster.watch",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -401,8 +401,9 @@ _EVENTS_V1_RENAMES = (
 
 
 def event_to_events_v1(obj: Json) -> Json:
-    """A stored (core/v1) Event as events.k8s.io/v1 presents it."""
-    out = copy.deepcopy(obj)
+    """A stored (core/v1) Event as events.k8s.io/v1 presents it. Only top-level keys change,
+    so the result shares its nested values with ``obj`` (present() gives up ``obj``)."""
+    out = dict(obj)
     for core, v1 in _EVENTS_V1_RENAMES:
         if core in out:
             out[v1] = out.pop(core)
@@ -411,8 +412,9 @@ def event_to_events_v1(obj: Json) -> Json:
 
 
 def event_from_events_v1(obj: Json) -> Json:
-    """An events.k8s.io/v1 Event in the stored (core/v1) shape."""
-    out = copy.deepcopy(obj)
+    """An events.k8s.io/v1 Event in the stored (core/v1) shape; shares nested values with
+    ``obj`` like :func:`event_to_events_v1`."""
+    out = dict(obj)
     for core, v1 in _EVENTS_V1_RENAMES:
         if v1 in out:
             out[core] = out.pop(v1)

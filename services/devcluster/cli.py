@@ -3,6 +3,12 @@
 Writes a kubeconfig for it (``--kubeconfig``), so kubectl and the services can be pointed at it,
 and exits with 0 on a clean shutdown. ``--nodes`` and ``--pod-ready-delay`` configure the
 simulated kubelet; ``--write-latency-ms`` sets the latency model to a real API server's.
+sandbus's own CRDs are always served (generated from the API types); ``--crds`` adds more.
+``--advertise-host``/``--advertise-url`` name the server in the kubeconfig when the listen
+address is not one clients can use (``--host 0.0.0.0`` in a container).
+
+Every ``sandbus`` command builds its parser from this module, so it imports nothing heavy at
+module level: the cluster (and aiohttp) load only when this command runs.
 """
 
 from __future__ import annotations
@@ -13,12 +19,20 @@ import contextlib
 import logging
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-from services.devcluster.cluster import DEFAULT_CRD_DIR, DevCluster
-from services.devcluster.controllers import SimulationSettings
-from services.devcluster.faults import LatencyModel
+if TYPE_CHECKING:
+    from services.devcluster.cluster import DevCluster
 
 __all__ = ["register"]
+
+
+def _server_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL with a host: {value!r}")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,6 +43,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--port", type=int, default=6443, help="listen port (0 = any free port)")
     parser.add_argument("--host", default="127.0.0.1", help="listen address")
+    advertised = parser.add_mutually_exclusive_group()
+    advertised.add_argument(
+        "--advertise-host",
+        default=None,
+        help="host name clients reach the cluster by, written into the kubeconfig "
+        "(default: --host; e.g. the compose service name with --host 0.0.0.0)",
+    )
+    advertised.add_argument(
+        "--advertise-url",
+        type=_server_url,
+        default=None,
+        help="the whole server URL for the kubeconfig, e.g. behind a port mapping",
+    )
     parser.add_argument(
         "--kubeconfig", type=Path, required=True, help="write a kubeconfig for this cluster here"
     )
@@ -38,7 +65,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         action="append",
         default=None,
-        help=f"CRD file or directory to install (repeatable; default {DEFAULT_CRD_DIR})",
+        help="a further CRD file or directory to install (repeatable); sandbus's own CRDs are "
+        "always installed, generated from its API types, and a file may replace one of them",
+    )
+    parser.add_argument(
+        "--no-sandbus-crds",
+        dest="sandbus_crds",
+        action="store_false",
+        help="do not install sandbus's own CRDs (only those of --crds)",
     )
     parser.add_argument("--nodes", type=int, default=1, help="simulated nodes")
     parser.add_argument(
@@ -55,6 +89,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from services.devcluster.cluster import DevCluster
+    from services.devcluster.controllers import SimulationSettings
+    from services.devcluster.faults import LatencyModel
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     latency = (
         LatencyModel.with_write_ms(args.write_latency_ms, seed=args.seed)
@@ -64,7 +102,10 @@ def _run(args: argparse.Namespace) -> int:
     cluster = DevCluster(
         host=args.host,
         port=args.port,
-        crd_dirs=args.crds if args.crds is not None else [DEFAULT_CRD_DIR],
+        advertise_host=args.advertise_host,
+        advertise_url=args.advertise_url,
+        crd_dirs=args.crds or [],
+        sandbus_crds=args.sandbus_crds,
         data_dir=args.data,
         latency=latency,
         seed=args.seed,
@@ -81,6 +122,10 @@ async def _serve(cluster: DevCluster, kubeconfig: Path) -> int:
             loop.add_signal_handler(sig, stop.set)
     async with cluster:
         cluster.write_kubeconfig(kubeconfig)
-        print(f"devcluster serving at {cluster.url}; kubeconfig {kubeconfig}", flush=True)
+        print(
+            f"devcluster serving at {cluster.url}; kubeconfig {kubeconfig} "
+            f"(listening on {cluster.host}:{cluster.port})",
+            flush=True,
+        )
         await stop.wait()
     return 0

@@ -8,9 +8,21 @@
 
 Start-up order: open the store (loading ``data_dir`` if given), serve the CRDs already stored,
 create the initial namespaces (default, kube-system, kube-public, kube-node-lease) and the
-``default/kubernetes`` Service on a fresh store, install the CRDs of ``crd_dirs`` (create or
-update, then wait until they are Established), start listening, then start the simulated node
-components (:mod:`.controllers`). Stop reverses it.
+``default/kubernetes`` Service on a fresh store, install sandbus's own CRDs and then those of
+``crd_dirs`` (create or update, then wait until they are Established), start listening, then
+start the simulated node components (:mod:`.controllers`). Stop reverses it.
+
+sandbus's CRDs are generated from the API types at start (:func:`api.crd.crd_for` over
+:data:`api.kinds.ALL_KINDS`), not read from ``deploy/crds``: the types are the source of truth
+(deploy/crds is generated from them and a test keeps the two equal), and an installed wheel has
+no ``deploy/`` directory. By default a cluster installs them and nothing else; ``crd_dirs``
+alone replaces them (the conformance suite serves only its test CRD), and ``sandbus_crds=True``
+keeps them beside ``crd_dirs`` (the CLI's ``--crds``, for extra CRDs).
+
+Addresses: the server listens on ``host``; clients are told ``url``, which is
+``advertise_url``, else ``http://ADVERTISE_HOST:PORT`` (``advertise_host`` defaulting to
+``host``). A cluster listening on ``0.0.0.0`` in a container advertises the name other
+containers know it by; the in-process controllers connect through :attr:`DevCluster.local_url`.
 """
 
 from __future__ import annotations
@@ -49,14 +61,22 @@ from services.devcluster.store import Store
 from services.devcluster.watch import WatchHub, WatchSettings
 from services.devcluster.writes import Target, WriteOptions, Writer
 
-__all__ = ["DEFAULT_CRD_DIR", "INITIAL_NAMESPACES", "DevCluster"]
+__all__ = ["INITIAL_NAMESPACES", "DevCluster", "sandbus_crd_documents"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _DEFAULT = object()
 _SYSTEM = WriteOptions(user_agent="kube-apiserver/v1.33.0")
+
+
+def sandbus_crd_documents() -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions of sandbus's kinds, generated from their types."""
+    # Imported here: only a cluster that installs them pays for the schema generator.
+    from api.crd import crd_for
+    from api.kinds import ALL_KINDS
+
+    return [crd_for(kind) for kind in ALL_KINDS]
 
 
 def _crd_documents(paths: Iterable[Path]) -> list[dict[str, Any]]:
@@ -88,13 +108,18 @@ class DevCluster:
         too_large_wait: float = 3.0,
         controllers: Sequence[ControllerFactory] | None = None,
         simulation: SimulationSettings | None = None,
+        sandbus_crds: bool | None = None,
+        advertise_host: str | None = None,
+        advertise_url: str | None = None,
     ) -> None:
         self.host = host
+        self.advertise_host = advertise_host
+        self.advertise_url = advertise_url
         self._requested_port = port
-        if crd_dirs is _DEFAULT:
-            self.crd_paths = [DEFAULT_CRD_DIR] if DEFAULT_CRD_DIR.is_dir() else []
-        elif crd_dirs is None:
-            self.crd_paths = []
+        # None: sandbus's CRDs exactly when no crd_dirs are given (see the module docstring).
+        self.sandbus_crds = crd_dirs is _DEFAULT if sandbus_crds is None else sandbus_crds
+        if crd_dirs is _DEFAULT or crd_dirs is None:
+            self.crd_paths: list[Path] = []
         elif isinstance(crd_dirs, str | Path):
             self.crd_paths = [Path(crd_dirs)]
         else:
@@ -150,7 +175,15 @@ class DevCluster:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        """The server URL clients are given (the kubeconfig's): advertised, else listened on."""
+        if self.advertise_url:
+            return self.advertise_url
+        return _http_url(self.advertise_host or self.host, self.port)
+
+    @property
+    def local_url(self) -> str:
+        """A URL that reaches the server from this process, whatever it advertises."""
+        return _http_url(_WILDCARDS.get(self.host, self.host), self.port)
 
     def write_kubeconfig(self, path: Path | str) -> Path:
         """A kubeconfig for this cluster (server URL + dummy token), for kubectl and clients."""
@@ -178,6 +211,8 @@ class DevCluster:
         self.lifecycle.start()
         if not self.store.get("namespaces", "", "default"):
             await self._bootstrap()
+        if self.sandbus_crds:
+            await self.install_crd_documents(sandbus_crd_documents())
         await self.install_crds(self.crd_paths)
         self._runner = web.AppRunner(self.api.app(), handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -225,10 +260,14 @@ class DevCluster:
 
     async def install_crds(self, paths: Iterable[Path | str]) -> list[str]:
         """Create or update the CRDs found in ``paths`` and wait until they are served."""
+        return await self.install_crd_documents(_crd_documents(Path(p) for p in paths))
+
+    async def install_crd_documents(self, docs: Iterable[dict[str, Any]]) -> list[str]:
+        """Create or update these CRDs (which are consumed) and wait until they are served."""
         crd_type = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         assert crd_type is not None
         names: list[str] = []
-        for doc in _crd_documents(Path(p) for p in paths):
+        for doc in docs:
             name = doc["metadata"]["name"]
             current = self.store.get(CRD_STORAGE, "", name)
             wanted = copy.deepcopy(doc)
@@ -254,9 +293,9 @@ class DevCluster:
         if not factories:
             return
         self._tmp = tempfile.TemporaryDirectory(prefix="devcluster-")
-        kubeconfig = write_kubeconfig(Path(self._tmp.name) / "kubeconfig", self.url)
+        kubeconfig = write_kubeconfig(Path(self._tmp.name) / "kubeconfig", self.local_url)
         context = ControllerContext(
-            url=self.url,
+            url=self.local_url,
             kubeconfig=kubeconfig,
             settings=self.simulation,
             seed=self.seed,
@@ -274,3 +313,11 @@ class DevCluster:
                 await factory(context)
             except Exception:
                 log.exception("controller %r crashed", factory)
+
+
+# A server listening on every address is reached locally through the loopback one.
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def _http_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

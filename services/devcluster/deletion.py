@@ -24,7 +24,6 @@ adds its cleanup finalizer and a Terminating condition.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 from services.devcluster import errors
 from services.devcluster.crds import mark_terminating
 from services.devcluster.errors import Cause, field_invalid
+from services.devcluster.jsontree import copy_stored
 from services.devcluster.meta import FINALIZER_FOREGROUND, FINALIZER_ORPHAN, now_rfc3339
 from services.devcluster.resources import ResourceType
 
@@ -172,7 +172,7 @@ def _plan_namespace(obj: Json, options: Json, now: str) -> DeletePlan:
 
 def plan_delete(rtype: ResourceType, live: Json, options: Json, *, now: datetime) -> DeletePlan:
     """Decide what a DELETE with ``options`` does to ``live`` (which is not modified)."""
-    obj = copy.deepcopy(live)
+    obj = copy_stored(live)
     meta = obj["metadata"]
     stamp = now_rfc3339(now)
     strategy = rtype.strategy
@@ -187,7 +187,7 @@ def plan_delete(rtype: ResourceType, live: Json, options: Json, *, now: datetime
         current = meta.get("deletionGracePeriodSeconds")
         if meta.get("deletionTimestamp") and current:
             if requested is None or requested >= current:
-                return DeletePlan(copy.deepcopy(live), pending=True)
+                return DeletePlan(copy_stored(live), pending=True)
             start = _parse_time(meta["deletionTimestamp"]) - timedelta(seconds=current)
             meta["deletionTimestamp"] = now_rfc3339(start + timedelta(seconds=requested))
             meta["deletionGracePeriodSeconds"] = requested

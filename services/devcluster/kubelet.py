@@ -41,6 +41,7 @@ import hashlib
 import logging
 import random
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -918,6 +919,12 @@ class Kubelet:
         # or be counted on a node a moment later.
         self._reserved_ips: dict[str, tuple[str, str]] = {}  # uid -> (node, ip)
         self._reserved_nodes: dict[str, str] = {}  # uid -> node
+        # The scheduler's tally, kept per pod event rather than recounted per decision (which
+        # made a burst of N pods cost N²): every live pod that holds a node and is not
+        # finished, with its IP, and the sums per node.
+        self._placed: dict[str, tuple[str, str]] = {}  # uid -> (node, pod IP or "")
+        self._pods_on_node: Counter[str] = Counter()
+        self._ips_on_node: dict[str, Counter[str]] = {}
         self.nodes = tuple(
             NodeInfo(
                 node_name(self.config, index),
@@ -1069,6 +1076,7 @@ class Kubelet:
             self._memory.pop(uid, None)
             self._reserved_ips.pop(uid, None)
             self._reserved_nodes.pop(uid, None)
+            self._place(uid, None)
             self._queue.forget(key)
             return
         # A reservation ends once the API shows the decision (or the pod no longer needs it).
@@ -1078,7 +1086,34 @@ class Kubelet:
             self._reserved_ips.pop(uid, None)
         if (pod.get("spec") or {}).get("nodeName"):
             self._reserved_nodes.pop(uid, None)
+        old_uid = ((old or {}).get("metadata") or {}).get("uid", "")
+        if old is not None and old_uid != uid:  # same name, new pod (seen through a relist)
+            self._place(old_uid, None)
+        self._place(uid, pod)
         self._queue.add(key)
+
+    def _place(self, uid: str, pod: Json | None) -> None:
+        """Bring the tally up to date with one pod (None: it is gone)."""
+        previous = self._placed.pop(uid, None)
+        if previous is not None:
+            node, ip = previous
+            self._pods_on_node[node] -= 1
+            if ip:
+                ips = self._ips_on_node[node]
+                ips[ip] -= 1
+                if ips[ip] <= 0:
+                    del ips[ip]
+        if pod is None:
+            return
+        held = (pod.get("spec") or {}).get("nodeName") or self._reserved_nodes.get(uid)
+        status = pod.get("status") or {}
+        if not held or status.get("phase") in ("Succeeded", "Failed"):
+            return
+        node, ip = str(held), str(status.get("podIP") or "")
+        self._placed[uid] = (node, ip)
+        self._pods_on_node[node] += 1
+        if ip:
+            self._ips_on_node.setdefault(node, Counter())[ip] += 1
 
     def _on_job(self, kind: str, job: Json, old: Json | None) -> None:
         key: Hashable = ("job", *object_key(job))
@@ -1091,23 +1126,10 @@ class Kubelet:
     # -- the view ------------------------------------------------------------------------------
 
     def cluster_view(self) -> ClusterView:
-        counts: dict[str, int] = {}
-        ips: dict[str, set[str]] = {}
-        seen: set[str] = set()
-        pods = self._pods.cache.values() if self._pods else ()
-        for pod in pods:
-            uid = (pod.get("metadata") or {}).get("uid", "")
-            seen.add(uid)
-            node = (pod.get("spec") or {}).get("nodeName") or self._reserved_nodes.get(uid)
-            if not node:
-                continue
-            phase = (pod.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed"):
-                continue
-            counts[node] = counts.get(node, 0) + 1
-            ip = (pod.get("status") or {}).get("podIP")
-            if ip:
-                ips.setdefault(node, set()).add(ip)
+        """Pods and IPs per node: the cached pods (as tallied by :meth:`_place`) plus the
+        reservations not yet visible in the cache."""
+        counts = {node: count for node, count in self._pods_on_node.items() if count > 0}
+        ips = {node: set(in_use) for node, in_use in self._ips_on_node.items() if in_use}
         for node, ip in self._reserved_ips.values():
             ips.setdefault(node, set()).add(ip)
         return ClusterView(
@@ -1158,6 +1180,11 @@ class Kubelet:
         uid = str((pod.get("metadata") or {}).get("uid") or "")
         if isinstance(action, BindPod):
             self._reserved_nodes[uid] = action.node
+            # Tally the cache's version of the pod: ``pod`` may be older than the cache by now.
+            cached = self._pods.get(object_key(pod)) if self._pods is not None else None
+            same = cached is not None and (cached.get("metadata") or {}).get("uid", "") == uid
+            if same:
+                self._place(uid, cached)
         elif isinstance(action, PatchStatus) and action.pod_ip:
             node = (pod.get("spec") or {}).get("nodeName") or self._reserved_nodes.get(uid, "")
             self._reserved_ips[uid] = (node, action.pod_ip)

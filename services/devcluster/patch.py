@@ -65,7 +65,11 @@ class PatchError(Exception):
 
 
 class ApplyConflict(Exception):
-    """Server-side apply touched fields another manager owns (409 Conflict with causes)."""
+    """Server-side apply touched fields another manager owns (409 Conflict with causes).
+
+    ``causes`` are metav1.StatusCause objects as they go on the wire (``reason``, ``message``,
+    ``field``), ready for the Status body's ``details.causes``.
+    """
 
     def __init__(self, causes: list[dict[str, str]], message: str = "") -> None:
         if not message:
@@ -110,8 +114,9 @@ def _not_an_object(result: Any) -> PatchError:
 # --------------------------------------------------------------------------------------------
 
 
-def _merge_into(result: dict[str, Any], patch: dict[str, Any]) -> None:
-    """Merge ``patch`` into ``result`` in place; ``result`` must be the caller's own copy."""
+def _merge_into(result: dict[str, Any], patch: dict[str, Any], *, share: bool) -> None:
+    """Merge ``patch`` into ``result`` in place; ``result`` must be the caller's own copy.
+    Values of ``patch`` are copied unless ``share``."""
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -119,21 +124,26 @@ def _merge_into(result: dict[str, Any], patch: dict[str, Any]) -> None:
             current = result.get(key)
             if not isinstance(current, dict):
                 current = {}
-            _merge_into(current, value)
+            _merge_into(current, value, share=share)
             result[key] = current
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = value if share else copy.deepcopy(value)
 
 
-def merge_patch(target: dict[str, Any], patch: Any) -> dict[str, Any]:
-    """Apply a JSON merge patch (RFC 7386) to ``target`` and return the result."""
+def merge_patch(target: dict[str, Any], patch: Any, *, in_place: bool = False) -> dict[str, Any]:
+    """Apply a JSON merge patch (RFC 7386) to ``target`` and return the result.
+
+    Neither input is modified, unless ``in_place``: then both belong to the caller, ``target``
+    becomes the result and parts of ``patch`` may end up in it (the write path, which owns
+    both, saves two deep copies).
+    """
     if patch is None:
         # evanphx/json-patch: a null patch is ErrBadJSONPatch, which the handler maps to a 400.
         raise PatchError(400, "BadRequest", "Invalid JSON Patch")
     if not isinstance(patch, dict):
         raise _not_an_object(patch)
-    result = copy.deepcopy(target)
-    _merge_into(result, patch)
+    result = target if in_place else copy.deepcopy(target)
+    _merge_into(result, patch, share=in_place)
     return result
 
 
@@ -148,11 +158,13 @@ def _describe_operation(index: int, op: Mapping[str, Any]) -> str:
     return f"operation {index} ({name} {path})"
 
 
-def json_patch(target: dict[str, Any], ops: Any) -> dict[str, Any]:
-    """Apply a JSON patch (RFC 6902); 400 for an undecodable body, 422 for an op that fails."""
+def json_patch(target: dict[str, Any], ops: Any, *, in_place: bool = False) -> dict[str, Any]:
+    """Apply a JSON patch (RFC 6902); 400 for an undecodable body, 422 for an op that fails.
+
+    ``target`` is not modified unless ``in_place`` (then it may be, even when an op fails)."""
     if ops is None:
         # Go decodes `null` into a nil Patch: a no-op rather than an error.
-        return copy.deepcopy(target)
+        return target if in_place else copy.deepcopy(target)
     if not isinstance(ops, list):
         raise PatchError(
             400,
@@ -174,7 +186,7 @@ def json_patch(target: dict[str, Any], ops: Any) -> dict[str, Any]:
             "Request entity too large: The allowed maximum operations in a JSON patch is "
             f"{MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}",
         )
-    document: Any = copy.deepcopy(target)
+    document: Any = target if in_place else copy.deepcopy(target)
     # One operation at a time, so the error names the operation that failed.
     for index, op in enumerate(ops):
         try:
@@ -404,8 +416,12 @@ def _reorder(items: list[Any], order: list[Any], fields: tuple[str, ...]) -> lis
     return result
 
 
-def strategic_merge_patch(target: dict[str, Any], patch: Any) -> dict[str, Any]:
-    """Apply a strategic merge patch (SMP-lite, see the module docstring) to a built-in object."""
+def strategic_merge_patch(
+    target: dict[str, Any], patch: Any, *, in_place: bool = False
+) -> dict[str, Any]:
+    """Apply a strategic merge patch (SMP-lite, see the module docstring) to a built-in object.
+
+    ``target`` is not modified unless ``in_place``."""
     if not isinstance(patch, dict):
         raise PatchError(
             400,
@@ -413,7 +429,7 @@ def strategic_merge_patch(target: dict[str, Any], patch: Any) -> dict[str, Any]:
             f"json: cannot unmarshal {_go_json_type(patch)} into Go value of type "
             "map[string]interface {}",
         )
-    result = _smp_map(copy.deepcopy(target), patch, ())
+    result = _smp_map(target if in_place else copy.deepcopy(target), patch, ())
     if result is _DELETED:
         return {}
     if not isinstance(result, dict):
@@ -976,7 +992,8 @@ def server_side_apply(
     if conflicts and not force:
         causes = [
             {
-                "type": "FieldManagerConflict",
+                # StatusCause's Type field is "reason" on the wire.
+                "reason": "FieldManagerConflict",
                 "message": f"conflict with {entry.describe()}",
                 "field": format_field_path(path),
             }

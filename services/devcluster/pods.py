@@ -21,7 +21,6 @@ Follows ``pkg/registry/core/pod/strategy.go`` and the defaulting in ``pkg/apis/c
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from services.devcluster.errors import (
@@ -32,6 +31,7 @@ from services.devcluster.errors import (
     field_not_supported,
     field_required,
 )
+from services.devcluster.jsontree import copy_stored, copy_tree
 from services.devcluster.meta import dns1123_label_errors
 from services.devcluster.strategy import Strategy, WriteContext
 
@@ -184,7 +184,7 @@ def _validate_spec(spec: Any) -> list[Cause]:
 
 def _mutable_view(new_spec: Json, old_spec: Json) -> Json:
     """``new_spec`` with every field an update may change set back to the old value."""
-    view = copy.deepcopy(new_spec)
+    view = copy_tree(new_spec)
     for key in _CONTAINER_LISTS:
         new_list = view.get(key) or []
         old_list = old_spec.get(key) or []
@@ -203,7 +203,7 @@ def _mutable_view(new_spec: Json, old_spec: Json) -> Json:
     new_tolerations = view.get("tolerations") or []
     if all(t in new_tolerations for t in old_tolerations):
         if "tolerations" in old_spec:
-            view["tolerations"] = copy.deepcopy(old_spec["tolerations"])
+            view["tolerations"] = copy_stored(old_spec["tolerations"])
         else:
             view.pop("tolerations", None)
     old_grace = old_spec.get("terminationGracePeriodSeconds")
@@ -258,7 +258,7 @@ class PodStrategy(Strategy):
         if refs is None:
             result["metadata"].pop("ownerReferences", None)
         else:
-            result["metadata"]["ownerReferences"] = copy.deepcopy(refs)
+            result["metadata"]["ownerReferences"] = copy_stored(refs)
         return result
 
     def validate_status_update(

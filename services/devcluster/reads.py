@@ -9,7 +9,11 @@
   the state at that RV, rebuilt from the change history, or 410 once it is compacted.
 - **Pagination**: ``limit`` + ``continue``. The token records the snapshot RV and the last key,
   so every page is the list as it was at the first page's RV; an expired token is a 410 whose
-  Status carries a fresh, inconsistent continue token, exactly as upstream.
+  Status carries a fresh, inconsistent continue token, exactly as upstream. A page reads the
+  store like etcd's range read: from the token's key onwards (:meth:`Store.snapshot`), decoding
+  nothing without a selector and, with one, only until ``limit + 1`` objects matched.
+  ``remainingItemCount`` is counted, not read, so a page's cost follows its size, not the
+  collection's.
 """
 
 from __future__ import annotations
@@ -17,10 +21,10 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from services.devcluster import errors
+from services.devcluster import errors, wire
 from services.devcluster.errors import StatusError
 from services.devcluster.resources import ResourceType
 from services.devcluster.scale import scale_of
@@ -31,10 +35,11 @@ from services.devcluster.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from services.devcluster.store import Store, TooOld
+from services.devcluster.store import Snapshot, Store, TooOld, decode
 
 __all__ = [
     "ListOptions",
+    "Page",
     "Reader",
     "go_bool",
     "go_int",
@@ -245,13 +250,19 @@ class Reader:
     async def get(
         self, rtype: ResourceType, namespace: str, name: str, query: Mapping[str, str]
     ) -> Json:
+        return rtype.present(decode(await self.get_stored(rtype, namespace, name, query)))
+
+    async def get_stored(
+        self, rtype: ResourceType, namespace: str, name: str, query: Mapping[str, str]
+    ) -> bytes:
+        """The stored bytes of one object (GET), after the resourceVersion wait."""
         rv = query.get("resourceVersion", "")
         if rv and rv != "0":
             await self.wait_fresh(parse_resource_version(rv))
-        stored = self.store.get(rtype.storage, namespace, name)
+        stored = self.store.get_raw(rtype.storage, namespace, name)
         if stored is None:
             raise errors.not_found(rtype.group, rtype.plural, name)
-        return rtype.present(stored)
+        return stored
 
     async def get_scale(self, rtype: ResourceType, namespace: str, name: str) -> Json:
         if rtype.scale is None:
@@ -261,10 +272,8 @@ class Reader:
             raise errors.not_found(rtype.group, rtype.plural, name)
         return scale_of(rtype, rtype.present(stored))
 
-    async def select(
-        self, rtype: ResourceType, namespace: str | None, opts: ListOptions
-    ) -> tuple[list[Json], int, str, int | None]:
-        """The items of one page, the list RV, the continue token and remainingItemCount."""
+    async def page(self, rtype: ResourceType, namespace: str | None, opts: ListOptions) -> Page:
+        """One page of a LIST: the snapshot, then at most ``limit`` objects from its start key."""
         scope = namespace or None
         start: tuple[str, str] | None = None
         if opts.continue_token:
@@ -273,59 +282,54 @@ class Reader:
                     "specifying resource version is not allowed when using continue"
                 )
             rv, start = _decode_continue(opts.continue_token)
-            if rv < 0:
-                rv = self.store.resource_version
-                items = self.store.items(rtype.storage, scope)
-            else:
-                try:
-                    items = self.store.items_at(rtype.storage, scope, rv)
-                except TooOld:
-                    raise StatusError(
-                        410,
-                        "Expired",
-                        _EXPIRED_CONTINUE,
-                        status_metadata={"continue": _encode_continue(-1, start)},
-                    ) from None
+            try:
+                snapshot = self.store.snapshot(rtype.storage, scope, None if rv < 0 else rv)
+            except TooOld:
+                raise StatusError(
+                    410,
+                    "Expired",
+                    _EXPIRED_CONTINUE,
+                    status_metadata={"continue": _encode_continue(-1, start)},
+                ) from None
         else:
-            rv, items = await self._snapshot(rtype, scope, opts)
-        presented = [rtype.present(item) for item in items]
-        if start is not None:
-            presented = [o for o in presented if _key(o) > start]
-        selected = [o for o in presented if matches(o, opts)]
-        token = ""
-        remaining: int | None = None
-        if opts.limit > 0 and len(selected) > opts.limit:
-            page = selected[: opts.limit]
-            token = _encode_continue(rv, _key(page[-1]))
-            if not opts.filtered:
-                remaining = len(selected) - opts.limit
-            selected = page
-        return selected, rv, token, remaining
+            snapshot = await self._snapshot(rtype, scope, opts)
+        return _read_page(rtype, snapshot, start, opts)
 
     async def _snapshot(
         self, rtype: ResourceType, scope: str | None, opts: ListOptions
-    ) -> tuple[int, list[Json]]:
+    ) -> Snapshot:
         value = opts.resource_version
         if not value or value == "0":
-            return self.store.resource_version, self.store.items(rtype.storage, scope)
+            return self.store.snapshot(rtype.storage, scope)
         rv = parse_resource_version(value)
         await self.wait_fresh(rv)
         if opts.resource_version_match == "Exact":
             try:
-                return rv, self.store.items_at(rtype.storage, scope, rv)
+                return self.store.snapshot(rtype.storage, scope, rv)
             except TooOld as exc:
                 raise errors.expired(
                     f"too old resource version: {exc.requested} ({exc.floor})"
                 ) from None
-        return self.store.resource_version, self.store.items(rtype.storage, scope)
+        return self.store.snapshot(rtype.storage, scope)
+
+    async def select(
+        self, rtype: ResourceType, namespace: str | None, opts: ListOptions
+    ) -> tuple[list[Json], int, str, int | None]:
+        """The items of one page, the list RV, the continue token and remainingItemCount."""
+        page = await self.page(rtype, namespace, opts)
+        return page.objects(rtype), page.rv, page.token, page.remaining
+
+    async def list_json(
+        self, rtype: ResourceType, namespace: str | None, opts: ListOptions
+    ) -> bytes:
+        """The LIST response body, with the stored objects spliced in (:mod:`.wire`)."""
+        page = await self.page(rtype, namespace, opts)
+        items = [wire.presented(rtype, raw, type_meta=rtype.custom) for raw in page.raws]
+        return wire.list_document(rtype.api_version, rtype.list_kind, page.metadata(), items)
 
     async def list(self, rtype: ResourceType, namespace: str | None, opts: ListOptions) -> Json:
-        items, rv, token, remaining = await self.select(rtype, namespace, opts)
-        meta: Json = {"resourceVersion": str(rv)}
-        if token:
-            meta["continue"] = token
-        if remaining is not None:
-            meta["remainingItemCount"] = remaining
+        page = await self.page(rtype, namespace, opts)
+        items = page.objects(rtype)
         if not rtype.custom:
             # Typed lists serialise their items without TypeMeta.
             for item in items:
@@ -335,10 +339,59 @@ class Reader:
             "apiVersion": rtype.api_version,
             "items": items,
             "kind": rtype.list_kind,
-            "metadata": meta,
+            "metadata": page.metadata(),
         }
 
 
-def _key(obj: Json) -> tuple[str, str]:
-    meta = obj["metadata"]
-    return meta.get("namespace") or "", meta["name"]
+@dataclass
+class Page:
+    """One LIST response before encoding: stored bytes, plus the objects decoded on the way
+    (only a selector decodes them), the list RV, the continue token, remainingItemCount."""
+
+    rv: int
+    raws: list[bytes] = field(default_factory=list)
+    decoded: list[Json | None] = field(default_factory=list)
+    token: str = ""
+    remaining: int | None = None
+
+    def objects(self, rtype: ResourceType) -> list[Json]:
+        """The items as ``rtype`` presents them (decoded now if the selector did not)."""
+        return [
+            obj if obj is not None else rtype.present(decode(raw))
+            for raw, obj in zip(self.raws, self.decoded, strict=True)
+        ]
+
+    def metadata(self) -> Json:
+        meta: Json = {"resourceVersion": str(self.rv)}
+        if self.token:
+            meta["continue"] = self.token
+        if self.remaining is not None:
+            meta["remainingItemCount"] = self.remaining
+        return meta
+
+
+def _read_page(
+    rtype: ResourceType, snapshot: Snapshot, start: tuple[str, str] | None, opts: ListOptions
+) -> Page:
+    """Read objects after ``start`` until the page is full and one more is known to exist."""
+    wanted = opts.limit + 1 if opts.limit > 0 else None
+    keys: list[tuple[str, str]] = []
+    page = Page(snapshot.rv)
+    filtered = opts.filtered
+    for key, raw in snapshot.after(start):
+        obj: Json | None = None
+        if filtered:
+            obj = rtype.present(decode(raw))
+            if not matches(obj, opts):
+                continue
+        keys.append(key)
+        page.raws.append(raw)
+        page.decoded.append(obj)
+        if wanted is not None and len(keys) == wanted:
+            break
+    if wanted is not None and len(keys) == wanted:
+        del keys[-1], page.raws[-1], page.decoded[-1]
+        page.token = _encode_continue(snapshot.rv, keys[-1])
+        if not filtered:
+            page.remaining = snapshot.count_after(keys[-1])
+    return page

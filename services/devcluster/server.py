@@ -19,7 +19,6 @@ racing writer, a dropped connection) and the latency model sleeps for its verb c
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,12 +27,12 @@ from typing import Any
 
 from aiohttp import web
 
-from services.devcluster import discovery, errors, openapi_docs, tables
+from services.devcluster import discovery, errors, openapi_docs, tables, wire
 from services.devcluster.errors import StatusError
 from services.devcluster.faults import Decision, Faults, LatencyModel, RequestInfo
 from services.devcluster.reads import Reader, go_bool, go_int, parse_list_options
 from services.devcluster.resources import Registry, ResourceType
-from services.devcluster.store import Store
+from services.devcluster.store import Store, decode
 from services.devcluster.watch import Watch, WatchHub, WatchInfo, WatchSettings
 from services.devcluster.writes import Outcome, Target, WriteOptions, Writer, parse_body
 
@@ -117,9 +116,10 @@ def _method_not_allowed() -> StatusError:
 
 
 def _json_response(code: int, body: Any, warnings: list[str] | None = None) -> web.Response:
+    """A JSON response; ``body`` is a JSON-able value or already encoded bytes."""
     response = web.Response(
         status=code,
-        body=json.dumps(body, separators=(",", ":")).encode(),
+        body=body if isinstance(body, bytes) else wire.dumps(body),
         content_type="application/json",
     )
     for warning in warnings or []:
@@ -127,6 +127,12 @@ def _json_response(code: int, body: Any, warnings: list[str] | None = None) -> w
         text = warning.replace("\\", "\\\\").replace('"', '\\"')
         response.headers.add("Warning", f'299 - "{text}"')
     return response
+
+
+def _representation(request: web.Request) -> str:
+    """What the client accepts: plain "json", or a Table or PartialObjectMetadata view."""
+    kind, _ = tables.negotiate(request.headers.get("Accept", ""))
+    return kind
 
 
 def _status_response(error: StatusError) -> web.Response:
@@ -356,11 +362,17 @@ class ApiServer:
                 return _json_response(
                     200, await self.reader.get_scale(rtype, target.namespace, target.name)
                 )
-            obj = await self.reader.get(rtype, target.namespace, target.name, query)
+            raw = await self.reader.get_stored(rtype, target.namespace, target.name, query)
+            if _representation(request) == "json":
+                return _json_response(200, wire.presented(rtype, raw))
+            obj = rtype.present(decode(raw))
             return _json_response(200, self._render(request, rtype, [obj], None))
         if verb == "list":
             list_opts = parse_list_options(query, rtype)
-            body = await self.reader.list(rtype, target.namespace or None, list_opts)
+            scope = target.namespace or None
+            if _representation(request) == "json":
+                return _json_response(200, await self.reader.list_json(rtype, scope, list_opts))
+            body = await self.reader.list(rtype, scope, list_opts)
             return _json_response(200, self._render(request, rtype, body["items"], body))
         raw = await request.read()
         content_type = request.headers.get("Content-Type", "application/json")

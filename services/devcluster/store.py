@@ -10,9 +10,14 @@ What it keeps and why:
   revision. Each write stamps the new value into ``metadata.resourceVersion``.
 - Every write is appended to a **history ring** of :class:`Change` records, bounded by count and
   by age like the watch cache (``DefaultEventFreshDuration`` = 75 s). The ring serves watches
-  that resume from a resourceVersion, and lists at an exact older resourceVersion (pagination
-  snapshots are rebuilt from it). Evicting a change raises the *floor* of its resource: a watch or
-  list from an RV below the floor gets 410 Expired, exactly the "too old resource version" rule.
+  that resume from a resourceVersion, and lists at an exact older resourceVersion. Evicting a
+  change raises the *floor* of its resource: a watch or list from an RV below the floor gets 410
+  Expired, exactly the "too old resource version" rule.
+- Each resource also keeps its keys **sorted**, as etcd keeps its key space, so that a page of a
+  list (:meth:`Store.snapshot`) starts with a bisection and reads only the objects it returns. A
+  :class:`Snapshot` at an older RV is the current objects seen through the changes made since
+  (their ``old`` bytes): a continue page costs its own items plus the writes since the first
+  page, never a copy or a decode of the whole resource.
 - Subscribers (watches, in-process controllers) get each change synchronously at commit time, in
   RV order. Because a watch registers and reads the history without yielding to the event loop,
   list-then-watch has no gap.
@@ -25,9 +30,11 @@ the next writer starts. Reads need no lock: the store only changes inside a sync
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -38,6 +45,7 @@ __all__ = [
     "Backend",
     "Change",
     "ChangeType",
+    "Snapshot",
     "Store",
     "Subscription",
     "TooOld",
@@ -82,6 +90,66 @@ class TooOld(Exception):
         super().__init__(f"too old resource version: {requested} ({floor})")
         self.requested = requested
         self.floor = floor
+
+
+class Snapshot:
+    """One resource's objects as they were at ``rv``, read in key order without copying them.
+
+    ``undo`` maps every key written after ``rv`` to its bytes at ``rv`` (None: it did not exist
+    then); every other key reads the live bytes. Built and read synchronously, between two
+    writes: the live key list and objects are the store's own, not copies.
+    """
+
+    def __init__(
+        self,
+        keys: list[Key],
+        objects: dict[Key, bytes],
+        undo: dict[Key, bytes | None],
+        namespace: str | None,
+        rv: int,
+    ) -> None:
+        self.rv = rv
+        self._keys = keys
+        self._objects = objects
+        self._undo = undo
+        if namespace is None:
+            self._lo, self._hi = 0, len(keys)
+        else:
+            # Keys sort by (namespace, name), so one namespace is one contiguous run of them.
+            self._lo = bisect_left(keys, (namespace, ""))
+            self._hi = bisect_left(keys, (namespace + "\x00", ""))
+
+    def _start(self, after: Key | None) -> int:
+        return self._lo if after is None else max(self._lo, bisect_right(self._keys, after))
+
+    def _revived(self, after: Key | None) -> list[Key]:
+        """Keys that existed at ``rv`` but are gone now, after ``after``, sorted."""
+        return sorted(
+            key
+            for key, raw in self._undo.items()
+            if raw is not None and key not in self._objects and (after is None or key > after)
+        )
+
+    def after(self, after: Key | None = None) -> Iterator[tuple[Key, bytes]]:
+        """(key, bytes) of every object after ``after`` (from the first if None), in key order."""
+        keys, undo, objects = self._keys, self._undo, self._objects
+        live = (keys[i] for i in range(self._start(after), self._hi))
+        revived = self._revived(after)
+        for key in heapq.merge(live, revived) if revived else live:
+            if key in undo:
+                raw = undo[key]
+                if raw is not None:
+                    yield key, raw
+            else:
+                yield key, objects[key]
+
+    def count_after(self, after: Key | None) -> int:
+        """How many objects :meth:`after` would yield, without reading them."""
+        count = max(0, self._hi - self._start(after))  # ``after`` may lie past the namespace
+        for key, raw in self._undo.items():
+            if after is None or key > after:
+                count += (raw is not None) - (key in self._objects)
+        return count
 
 
 class Backend(Protocol):
@@ -132,6 +200,7 @@ class Store:
         self._clock = clock
         self._backend = backend
         self._objects: dict[str, dict[Key, bytes]] = {}
+        self._keys: dict[str, list[Key]] = {}  # per resource, sorted
         self._uids: dict[str, tuple[str, str, str]] = {}
         self._rv = 0
         self._history: deque[Change] = deque()
@@ -155,6 +224,7 @@ class Store:
             uid = decode(raw).get("metadata", {}).get("uid")
             if uid:
                 self._uids[uid] = (resource, namespace, name)
+        self._keys = {resource: sorted(objects) for resource, objects in self._objects.items()}
         self._rv = rv
         self._compacted = rv
 
@@ -202,21 +272,31 @@ class Store:
         Raises :class:`TooOld` when the history has been trimmed past ``rv``; that is the
         expired-continue-token and ``resourceVersionMatch=Exact`` 410 of the real server.
         """
-        self._check_reachable(resource, rv)
-        state: dict[Key, bytes] = dict(self._sorted(resource, namespace))
-        for change in reversed(self._history):
-            if change.rv <= rv:
-                break
-            if change.resource != resource:
-                continue
-            if namespace is not None and change.namespace != namespace:
-                continue
-            key = (change.namespace, change.name)
-            if change.old is None:
-                state.pop(key, None)
-            else:
-                state[key] = change.old
-        return [decode(state[key]) for key in sorted(state)]
+        return [decode(raw) for _, raw in self.snapshot(resource, namespace, rv).after()]
+
+    def snapshot(self, resource: str, namespace: str | None, rv: int | None = None) -> Snapshot:
+        """The objects of ``resource`` (in ``namespace`` if given) as they were at ``rv``
+        (now if None), to be read before the next write.
+
+        Raises :class:`TooOld` when the history no longer reaches back to ``rv``.
+        """
+        undo: dict[Key, bytes | None] = {}
+        if rv is None:
+            rv = self._rv
+        else:
+            self._check_reachable(resource, rv)
+            for change in reversed(self._history):
+                if change.rv <= rv:
+                    break
+                if change.resource != resource:
+                    continue
+                if namespace is not None and change.namespace != namespace:
+                    continue
+                # Oldest change last: it holds the bytes the key had at rv.
+                undo[(change.namespace, change.name)] = change.old
+        return Snapshot(
+            self._keys.get(resource, []), self._objects.get(resource, {}), undo, namespace, rv
+        )
 
     def floor(self, resource: str) -> int:
         """Changes of ``resource`` with an RV above this are all still in the history."""
@@ -275,7 +355,10 @@ class Store:
         rv = self._next_rv()
         obj["metadata"]["resourceVersion"] = str(rv)
         raw = encode(obj)
-        self._objects.setdefault(resource, {})[(namespace, name)] = raw
+        objects = self._objects.setdefault(resource, {})
+        if (namespace, name) not in objects:
+            insort(self._keys.setdefault(resource, []), (namespace, name))
+        objects[(namespace, name)] = raw
         uid = obj["metadata"].get("uid")
         if uid:
             self._uids[uid] = (resource, namespace, name)
@@ -302,6 +385,8 @@ class Store:
     def delete(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
         """Remove an object; returns its last state stamped with the deletion RV."""
         old = self._objects[resource].pop((namespace, name))
+        keys = self._keys[resource]
+        del keys[bisect_left(keys, (namespace, name))]
         rv = self._next_rv()
         last = decode(old)
         last["metadata"]["resourceVersion"] = str(rv)
@@ -363,9 +448,7 @@ class Store:
             raise TooOld(rv, floor)
 
     def _sorted(self, resource: str, namespace: str | None) -> Iterable[tuple[Key, bytes]]:
-        objects = self._objects.get(resource, {})
-        keys = sorted(k for k in objects if namespace is None or k[0] == namespace)
-        return [(k, objects[k]) for k in keys]
+        return self.snapshot(resource, namespace).after()
 
     async def _flush(self) -> None:
         if not self._pending_puts and not self._pending_deletes:

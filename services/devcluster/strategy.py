@@ -8,12 +8,14 @@ apiextensions rules (schema pruning/defaulting/validation, no unconditional upda
 on any non-metadata change); the built-in kinds live in :mod:`.builtins`.
 
 Every method works on plain JSON dicts and is pure apart from the mutation of the object it is
-handed, so the rules can be read against the upstream strategy files they cite.
+handed, so the rules can be read against the upstream strategy files they cite. The new object
+(``obj``, ``new``) belongs to the write and may be changed or returned; the old one is the
+write's own decode of the stored object, which the strategy reads and never changes, so what it
+takes from it is copied (:func:`~services.devcluster.jsontree.copy_stored`).
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from random import Random
 from typing import TYPE_CHECKING, Any, Protocol
 
 from services.devcluster.errors import Cause
+from services.devcluster.jsontree import copy_stored
 from services.devcluster.meta import (
     dns1123_subdomain_errors,
     validate_object_meta,
@@ -154,7 +157,7 @@ class Strategy:
     ) -> None:
         if rtype.status_subresource:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = copy_stored(old["status"])
             else:
                 new.pop("status", None)
         if self.tracks_generation:
@@ -182,9 +185,9 @@ class Strategy:
         self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
     ) -> Json:
         """Built-in status strategies keep the old spec; metadata changes go through."""
-        result = copy.deepcopy(new)
+        result = new
         if "spec" in old:
-            result["spec"] = copy.deepcopy(old["spec"])
+            result["spec"] = copy_stored(old["spec"])
         else:
             result.pop("spec", None)
         if "generation" in old["metadata"]:
@@ -261,14 +264,14 @@ class CustomResourceStrategy(Strategy):
     ) -> Json:
         """status_strategy.go: copy the old object wholesale, take only ``.status`` (and
         managedFields) from the request."""
-        result = copy.deepcopy(old)
+        result = copy_stored(old)
         managed = new["metadata"].get("managedFields")
         if managed is not None:
             result["metadata"]["managedFields"] = managed
         else:
             result["metadata"].pop("managedFields", None)
         if "status" in new:
-            result["status"] = copy.deepcopy(new["status"])
+            result["status"] = new["status"]
         else:
             result.pop("status", None)
         return result

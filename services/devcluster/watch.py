@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import deque
@@ -40,7 +39,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from services.devcluster import errors
+from services.devcluster import errors, wire
 from services.devcluster.errors import StatusError
 from services.devcluster.reads import ListOptions, matches, parse_resource_version
 from services.devcluster.resources import ResourceType
@@ -122,12 +121,20 @@ class WatchHub:
 
 
 def _line(event_type: str, obj: Json) -> bytes:
-    return json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+    return wire.event_line(event_type, obj)
 
 
-def _rendered(watch: Watch, event_type: str, obj: Json) -> bytes:
-    """An event line, with the object in the representation the watcher asked for."""
-    return _line(event_type, watch.render(obj) if watch.render is not None else obj)
+def _rendered(watch: Watch, event_type: str, obj: Json | bytes) -> bytes:
+    """An event line, with the object in the representation the watcher asked for.
+
+    ``obj`` is the stored bytes when the event needs no change to them (:mod:`.wire` presents
+    them without decoding), or a decoded object.
+    """
+    if isinstance(obj, bytes):
+        if watch.render is None:
+            return wire.event_line(event_type, wire.presented(watch.rtype, obj))
+        obj = watch.rtype.present(decode(obj))
+    return wire.event_line(event_type, watch.render(obj) if watch.render is not None else obj)
 
 
 class Watch:
@@ -239,14 +246,18 @@ class Watch:
             await self._bookmark(response, initial_end=True)
         await self._loop(request, response, deadline)
 
-    def _start(self, requested: int | None) -> list[tuple[str, Json]] | StatusError:
+    def _start(self, requested: int | None) -> list[tuple[str, Json | bytes]] | StatusError:
         """Synchronously: the initial events, the backlog, and the subscription."""
-        initial: list[tuple[str, Json]] = []
+        initial: list[tuple[str, Json | bytes]] = []
         storage = self.rtype.storage
         scope = self.namespace or None
         if requested is None or self.opts.send_initial_events:
-            for stored in self.store.items(storage, scope):
-                obj = self.rtype.present(stored)
+            filtered = self.opts.filtered
+            for _, raw in self.store.snapshot(storage, scope).after():
+                if not filtered:
+                    initial.append(("ADDED", raw))
+                    continue
+                obj = self.rtype.present(decode(raw))
                 if matches(obj, self.opts):
                     initial.append(("ADDED", obj))
         else:
@@ -258,9 +269,15 @@ class Watch:
         self._subscription = self.store.subscribe(storage, self._sink)
         return initial
 
-    def _convert(self, change: Change) -> tuple[str, Json] | None:
+    def _convert(self, change: Change) -> tuple[str, Json | bytes] | None:
         if self.namespace and change.namespace != self.namespace:
             return None
+        if not self.opts.filtered:
+            # Everything matches: the event type is the change's, the object its stored bytes
+            # (for DELETED, the last state already stamped with the deletion's RV).
+            if change.new is None:
+                return None
+            return change.type, change.new
         new_obj = None
         if change.type != "DELETED" and change.new is not None:
             new_obj = self.rtype.present(decode(change.new))

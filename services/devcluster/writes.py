@@ -22,7 +22,6 @@ atomic. ``dryRun=All`` runs everything and commits nothing.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from services.devcluster.deletion import (
     validate_delete_options,
 )
 from services.devcluster.errors import Cause, StatusError, field_invalid
+from services.devcluster.jsontree import copy_tree
 from services.devcluster.meta import (
     generate_name,
     new_uid,
@@ -57,7 +57,7 @@ from services.devcluster.pods import bind
 from services.devcluster.protobuf import decode_object, is_protobuf
 from services.devcluster.resources import Registry, ResourceType
 from services.devcluster.scale import object_with_scale, scale_of
-from services.devcluster.store import Store
+from services.devcluster.store import Store, decode
 from services.devcluster.strategy import WriteContext
 
 __all__ = [
@@ -281,7 +281,8 @@ class Writer:
         attempts = _GENERATE_NAME_ATTEMPTS if wants_name else 1
         last_error: StatusError | None = None
         for _ in range(attempts):
-            candidate = copy.deepcopy(obj)
+            # A create changes the object it is given; only a retry needs the original again.
+            candidate = copy_tree(obj) if wants_name else obj
             try:
                 return self._create_once(target, candidate, opts, ctx, record=record)
             except StatusError as exc:
@@ -365,7 +366,7 @@ class Writer:
         rtype = target.rtype
         async with self.store.writing():
             ctx = self._ctx()
-            stored = self._stored(target)
+            stored = self.store.get_raw(rtype.storage, target.namespace, target.name)
             if stored is None:
                 if create_from is not None:
                     obj = create_from()
@@ -383,8 +384,10 @@ class Writer:
                 )
                 result, old, code = created, None, 201
             else:
-                old = self._present(rtype, stored)
-                desired = produce(copy.deepcopy(old))
+                # Two decodes of the stored bytes: the old state to compare with, and a copy
+                # for ``produce`` to change (cheaper than copying the first).
+                old = self._present(rtype, decode(stored))
+                desired = produce(self._present(rtype, decode(stored)))
                 result = self._commit_update(
                     target, desired, old, opts, ctx, manager_operation, via or target.subresource
                 )
@@ -520,11 +523,12 @@ class Writer:
 
         def apply_patch(current: Json) -> Json:
             try:
+                # ``current`` and the decoded body belong to this request: patch in place.
                 if media == PATCH_MERGE:
-                    return merge_patch(current, body)
+                    return merge_patch(current, body, in_place=True)
                 if media == PATCH_JSON:
-                    return json_patch(current, body)
-                return strategic_merge_patch(current, body)
+                    return json_patch(current, body, in_place=True)
+                return strategic_merge_patch(current, body, in_place=True)
             except PatchError as exc:
                 raise StatusError(exc.code, exc.reason, exc.message) from None
 
@@ -569,12 +573,7 @@ class Writer:
                     ignore_fields=ignore,
                 )
             except ApplyConflict as exc:
-                # StatusCause serialises its Type as "reason".
-                causes = [
-                    {"reason": c.get("reason", c.get("type", "")), **_without(c, "type", "reason")}
-                    for c in exc.causes
-                ]
-                raise StatusError(409, "Conflict", exc.message, {"causes": causes}) from None
+                raise StatusError(409, "Conflict", exc.message, {"causes": exc.causes}) from None
             except PatchError as exc:
                 raise StatusError(exc.code, exc.reason, exc.message) from None
             self._normalize(rtype, result, opts)
@@ -633,7 +632,7 @@ class Writer:
             if stored is None:
                 raise errors.not_found(rtype.group, rtype.plural, target.name)
             old = self._present(rtype, stored)
-            result = bind(copy.deepcopy(old), binding, ctx.now)
+            result = bind(old, binding, ctx.now)  # ``old`` is this request's own decode
             if isinstance(result, str):
                 raise errors.conflict("", "pods/binding", target.name, result)
             if not opts.dry_run:
@@ -673,7 +672,7 @@ class Writer:
             stored = self.store.get("namespaces", "", name)
             if stored is None:
                 raise errors.not_found("", "namespaces", name)
-            new = produce(copy.deepcopy(stored))
+            new = produce(stored)  # ``stored`` is this request's own decode
             if opts.dry_run:
                 return Outcome(200, self._present(rtype, new))
             result = self.store.update("namespaces", new)
@@ -757,7 +756,7 @@ class Writer:
         for name in names:
             try:
                 outcome = await self.delete(
-                    Target(target.rtype, target.namespace, name), copy.deepcopy(options), opts
+                    Target(target.rtype, target.namespace, name), copy_tree(options), opts
                 )
             except StatusError as exc:
                 if exc.code == 404:
@@ -765,7 +764,3 @@ class Writer:
                 raise
             deleted.append(outcome.body)
         return deleted
-
-
-def _without(mapping: dict[str, Any], *keys: str) -> dict[str, Any]:
-    return {k: v for k, v in mapping.items() if k not in keys}

@@ -111,7 +111,8 @@ async def test_kubectl_get_watch(cluster: DevCluster, kubeconfig: Path) -> None:
 
 
 async def test_cli_serves_until_sigterm_and_exits_zero(tmp_path: Path, crd_dir: Path) -> None:
-    """`sandbus devcluster --port 0 --kubeconfig K` writes K, serves, and exits 0 on SIGTERM."""
+    """`sandbus devcluster --port 0 --kubeconfig K` writes K, serves, and exits 0 on SIGTERM;
+    the kubeconfig names the advertised host; sandbus's CRDs are served beside --crds."""
     kubeconfig = tmp_path / "kubeconfig"
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -124,6 +125,8 @@ async def test_cli_serves_until_sigterm_and_exits_zero(tmp_path: Path, crd_dir: 
         str(kubeconfig),
         "--crds",
         str(crd_dir),
+        "--advertise-host",
+        "localhost",
         "--write-latency-ms",
         "1",
         stdout=asyncio.subprocess.PIPE,
@@ -134,10 +137,14 @@ async def test_cli_serves_until_sigterm_and_exits_zero(tmp_path: Path, crd_dir: 
         assert process.stdout is not None
         async with asyncio.timeout(20):
             banner = await process.stdout.readline()
-        assert banner.startswith(b"devcluster serving at http://127.0.0.1:")
+        assert banner.startswith(b"devcluster serving at http://localhost:")
+        assert b"(listening on 127.0.0.1:" in banner
         server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-        async with aiohttp.ClientSession() as http, http.get(f"{server}/apis/example.com/v1") as r:
-            assert r.status == 200
+        assert server.startswith("http://localhost:")
+        async with aiohttp.ClientSession(server) as http:
+            for group_version in ("example.com/v1", "agents.x-k8s.io/v1beta1"):
+                async with http.get(f"/apis/{group_version}") as response:
+                    assert response.status == 200, group_version
     finally:
         process.send_signal(signal.SIGTERM)
         async with asyncio.timeout(20):

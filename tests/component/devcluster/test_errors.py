@@ -118,7 +118,7 @@ async def test_unexpected_failure_is_a_clean_500(
     def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cluster.reader, "list", explode)
+    monkeypatch.setattr(cluster.reader, "page", explode)  # every LIST reads a page
     async with http.get(WIDGETS) as response:
         assert response.status == 500
         error = await response.json()

@@ -422,7 +422,7 @@ def test_apply_after_an_edit_conflicts_like_kubectl() -> None:
         server_side_apply(edited, _deployment(1), manager="kubectl", force=False, now=T1)
     assert caught.value.causes == [
         {
-            "type": "FieldManagerConflict",
+            "reason": "FieldManagerConflict",
             "message": 'conflict with "kubectl-edit" using apps/v1',
             "field": ".spec.replicas",
         }
