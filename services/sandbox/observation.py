@@ -13,6 +13,13 @@ Which objects belong to a Sandbox's observation (spec/agent-sandbox.md §2.5):
 - the Service named like the Sandbox;
 - the PVC of each volume claim template, ``<template name>-<sandbox name>``.
 
+Beside the objects, a Sandbox's observation holds what the worker's shell supplies: its
+settings (cluster domain, write-behind window), the failure of the previous pass, the time the
+write-behind clock started for this key, and, when tracing is on and the Sandbox carries no
+trace context yet, the carrier of the running reconcile span. They are inputs like the
+objects, so that the planner stays a function of its arguments and the decision's digest
+covers everything it looked at.
+
 A SandboxTemplate's observation is the template and the NetworkPolicy
 ``<template>-network-policy`` (spec §3.1).
 """
@@ -20,6 +27,7 @@ A SandboxTemplate's observation is the template and the NetworkPolicy
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -56,6 +64,14 @@ class SandboxObservation(msgspec.Struct, frozen=True, kw_only=True):
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
     last_error: str | None = None
     """The write of the previous pass that the API server refused, if it failed."""
+    write_behind: float = 0.0
+    """Seconds the metadata patch of an owned Pod may be held back (0: written at once)."""
+    pod_patch_held_since: datetime | None = None
+    """When the worker first held this Sandbox's Pod metadata patch back (its write-behind
+    clock, kept in memory; None after a restart, which restarts the window)."""
+    trace_context: str | None = None
+    """The running reconcile span's W3C carrier as JSON, when tracing is on and the Sandbox
+    has no ``opentelemetry.io/trace-context`` yet."""
 
 
 class TemplateObservation(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,6 +109,8 @@ def observe_sandbox(
     last_error: str | None = None,
     *,
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
+    write_behind: float = 0.0,
+    pod_patch_held_since: datetime | None = None,
 ) -> SandboxObservation:
     namespace, name = key.namespace, key.name
     sandbox = cache.get(key)
@@ -119,6 +137,8 @@ def observe_sandbox(
         pvcs=pvcs,
         cluster_domain=cluster_domain,
         last_error=last_error,
+        write_behind=write_behind,
+        pod_patch_held_since=pod_patch_held_since,
     )
 
 

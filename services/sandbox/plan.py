@@ -7,9 +7,9 @@ The order of upstream's ``Reconcile``, and how a pass ends:
 2. Expired (:mod:`.lifecycle`): the two-pass expiry, and nothing else.
 3. A spec that cannot be acted on (:mod:`.validation`): Ready=False/``InvalidSpec`` and nothing
    else.
-4. The children: PVCs (:mod:`.volumes`), then the Pod (:mod:`.pods`), then the Service
-   (:mod:`.headless`, skipped while the Pod mapping is ambiguous), then the Sandbox's own
-   ``agents.x-k8s.io/pod-name`` annotation.
+4. The children: PVCs (:mod:`.volumes`), then the Pod (:mod:`.pods`) and the Sandbox's own
+   ``agents.x-k8s.io/pod-name`` annotation (upstream writes it in ``reconcilePod``), then the
+   Service (:mod:`.headless`, skipped while the Pod mapping is ambiguous).
 5. The status (:mod:`.status`).
 
 One difference of shape, not of outcome: upstream writes the children and then the status
@@ -19,6 +19,25 @@ the API server will return, so a pass that writes children returns those writes 
 once, which finds the children converged and writes the status computed from the real
 objects. The status is never guessed, and the number of API writes is the same.
 
+Tracing (spec §2.2 step 2, §6). When the worker traces the reconcile and the Sandbox has no
+``opentelemetry.io/trace-context`` yet, the observation holds the running span's carrier and the
+pass first merge-patches it onto the Sandbox (not while it is being deleted), so that later
+reconciles, and whoever reads the Sandbox, join that trace. The children's part of a pass names
+its steps ``reconcilePVCs`` and ``reconcilePod``, upstream's child spans, and the Pod step
+carries the ``ExistingPodStatusObserved``/``NewPodStatusObserved`` events (:mod:`.pods`).
+
+Write-behind (spec §2.5; upstream ``--sandbox-write-behind-window``, default 0 = off). With a
+window, the metadata patch of a Pod the Sandbox already owns (after a warm adoption: the pool's
+labels and its safe-to-evict marker) is held back until the window, counted from the first pass
+that held it and bounded at :data:`WRITE_BEHIND_BOUND`, has passed; meanwhile the pass asks to
+come back when it ends, and everything else, the status included, is written as usual, so
+readiness never waits for it. Redeliveries inside the window coalesce: they hold the same patch
+without restarting the clock, and the pass after the window writes it once. No payload is kept:
+the patch is recomputed from the objects, and the start of the clock is an input
+(``pod_patch_held_since``), which the worker's shell keeps per key from the
+:class:`WriteBehindPlan` it gets back. Losing it (a restart) restarts the window; it loses no
+write. A pass after a refused write holds nothing back: that would only delay the retry.
+
 The MultiplePods case writes a Warning event (``events.k8s.io``, reason ``MultiplePods``) once,
 when the Ready reason becomes MultiplePods, and is not retried: it needs a person. Errors of a
 pass (an object the Sandbox may not adopt or use) are reported as Ready=False/
@@ -27,18 +46,21 @@ pass (an object the Sandbox may not adopt or use) are reported as Ready=False/
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 
 from api.agents import GROUP, VERSION, Sandbox, SandboxStatus
-from api.keys import ANNOTATION_POD_NAME, name_hash
+from api.keys import ANNOTATION_POD_NAME, ANNOTATION_TRACE_CONTEXT, name_hash
 from services.runtime.cache import Json, ObjectKey
-from services.runtime.reconcile import Action, Create, Patch, Plan
+from services.runtime.reconcile import Action, Create, Patch, Plan, Step
 from services.sandbox.headless import ServicePlan, plan_service
 from services.sandbox.lifecycle import check_expiry, marked_expired, plan_expired, plan_mark_expired
 from services.sandbox.observation import SandboxObservation
-from services.sandbox.pods import plan_pod
+from services.sandbox.pods import PodPlan, plan_pod
 from services.sandbox.status import (
     CONDITION_FINISHED,
     CONDITION_POD_SCHEDULED,
@@ -55,9 +77,31 @@ from services.sandbox.status import (
 from services.sandbox.validation import REASON_INVALID_SPEC, problems
 from services.sandbox.volumes import plan_claims
 
-__all__ = ["CONTROLLER_NAME", "multiple_pods_event", "plan_sandbox", "read_sandbox"]
+__all__ = [
+    "CONTROLLER_NAME",
+    "STEP_POD",
+    "STEP_PVCS",
+    "WRITE_BEHIND_BOUND",
+    "WriteBehindPlan",
+    "multiple_pods_event",
+    "plan_sandbox",
+    "read_sandbox",
+]
 
 CONTROLLER_NAME = "sandbox-controller"
+STEP_PVCS = "reconcilePVCs"
+STEP_POD = "reconcilePod"
+WRITE_BEHIND_BOUND = 1.0
+"""Seconds the Pod metadata patch may be held back at most, whatever the window (upstream's
+``podMetadataFlushBound``): it strips the autoscaler's safe-to-evict marker from an adopted
+Pod, and autoscalers scan every 10 s or more."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteBehindPlan(Plan):
+    """A plan that holds the owned Pod's metadata patch back, since ``held_since``."""
+
+    held_since: datetime
 
 
 def read_sandbox(obj: Json) -> Sandbox:
@@ -78,7 +122,12 @@ def plan_sandbox(observation: SandboxObservation, now: datetime) -> Plan:
         )
     if sandbox.metadata.deletion_timestamp:
         return Plan(reason="the Sandbox is being deleted; the garbage collector removes the rest")
+    return _with_trace_context(_plan_live(sandbox, observation, key, now), sandbox, observation)
 
+
+def _plan_live(
+    sandbox: Sandbox, observation: SandboxObservation, key: ObjectKey, now: datetime
+) -> Plan:
     expired, requeue_after = check_expiry(sandbox, now)
     if expired:
         if not marked_expired(sandbox):
@@ -89,6 +138,19 @@ def plan_sandbox(observation: SandboxObservation, now: datetime) -> Plan:
     if invalid:
         return _plan_invalid(sandbox, key, invalid, now)
     return _plan_children(sandbox, observation, key, now, requeue_after)
+
+
+def _with_trace_context(plan: Plan, sandbox: Sandbox, observation: SandboxObservation) -> Plan:
+    """``plan``, first recording the running span's trace context on a Sandbox without one."""
+    carrier = observation.trace_context
+    if not carrier or (sandbox.metadata.annotations or {}).get(ANNOTATION_TRACE_CONTEXT):
+        return plan
+    record = Patch(
+        ObjectKey("Sandbox", observation.namespace, observation.name),
+        {"metadata": {"annotations": {ANNOTATION_TRACE_CONTEXT: carrier}}},
+        why="record the trace context",
+    )
+    return dataclasses.replace(plan, actions=(record, *plan.actions))
 
 
 def _plan_invalid(sandbox: Sandbox, key: ObjectKey, invalid: list[str], now: datetime) -> Plan:
@@ -129,35 +191,78 @@ def _plan_children(
         )
         if error
     ]
-    writes: list[Action] = [*claims.actions, *pod.actions, *(service.actions if service else ())]
+    held = _held_pod_patch(pod, observation, now)
+    pod_step: list[Action] = [] if held else list(pod.actions)
     if pod.changes_annotation:
         value = pod.pod_name_annotation
-        writes.append(
+        pod_step.append(
             Patch(
                 key,
                 {"metadata": {"annotations": {ANNOTATION_POD_NAME: value}}},
                 why=f"track Pod {value}" if value else "forget the tracked Pod",
             )
         )
+    writes = [
+        *_in_step(STEP_PVCS, claims.actions),
+        *_in_step(STEP_POD, pod_step),
+        *(service.actions if service else ()),
+    ]
+    steps = (Step(STEP_PVCS), Step(STEP_POD, pod.events))
     first_error = found[0] if found else None
     if writes and observation.last_error is None:
-        return Plan(
+        plan = Plan(
             actions=tuple(writes),
             requeue_after=0,
             reason="bringing the children in line; the status follows once they are written",
             error=first_error,
+            steps=steps,
         )
-    # A quiet pass; or a retry of writes the API server refused last time, and then the refusal
-    # is reported first, as upstream reports a failed create in the status of the same pass.
-    # (When the refused write was the status itself, this pass simply writes it again.)
-    errors = [*found, observation.last_error] if writes and observation.last_error else found
-    report, ready = _report(sandbox, observation, key, now, pod.finding, service, errors)
-    return Plan(
-        actions=(*report, *writes),
-        requeue_after=0 if writes else requeue_after,
-        reason=f"Ready={ready.status} ({ready.reason}: {ready.message})",
-        error=first_error,
+    else:
+        # A quiet pass; or a retry of writes the API server refused last time, and then the
+        # refusal is reported first, as upstream reports a failed create in the status of the
+        # same pass. (When the refused write was the status itself, this pass simply writes it
+        # again.)
+        errors = [*found, observation.last_error] if writes and observation.last_error else found
+        report, ready = _report(sandbox, observation, key, now, pod.finding, service, errors)
+        plan = Plan(
+            actions=(*report, *writes),
+            requeue_after=0 if writes else requeue_after,
+            reason=f"Ready={ready.status} ({ready.reason}: {ready.message})",
+            error=first_error,
+            steps=steps,
+        )
+    if held is None:
+        return plan
+    since, left = held
+    return WriteBehindPlan(
+        actions=plan.actions,
+        requeue_after=left if plan.requeue_after is None else min(plan.requeue_after, left),
+        reason=f"{plan.reason}; the Pod's metadata patch is held back {left:.3f} s more",
+        error=plan.error,
+        steps=plan.steps,
+        held_since=since,
     )
+
+
+def _in_step(step: str, actions: Iterable[Action]) -> list[Action]:
+    return [dataclasses.replace(action, step=step) for action in actions]
+
+
+def _held_pod_patch(
+    pod: PodPlan, observation: SandboxObservation, now: datetime
+) -> tuple[datetime, float] | None:
+    """Whether write-behind holds the owned Pod's metadata patch back in this pass: since
+    when, and for how many seconds more (None: write it now, or there is none)."""
+    window = min(observation.write_behind, WRITE_BEHIND_BOUND)
+    if not pod.deferrable or window <= 0 or observation.last_error is not None:
+        # After a failed write the retry is not held back again: that would only delay it.
+        return None
+    since = observation.pod_patch_held_since or now
+    left = (since + timedelta(seconds=window) - now).total_seconds()
+    if left <= 0:
+        return None
+    # A clock that started "in the future" (the host's clock went back) still ends in time.
+    return since, min(left, window)
 
 
 def _report(

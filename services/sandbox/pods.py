@@ -24,6 +24,14 @@ controls the Sandbox, ``sandbox-template-ref-hash`` when any extension controlle
 the normalised ``created-by``. The user keys are recorded in
 ``agents.x-k8s.io/propagated-labels``/``-annotations`` so that a key later dropped from the
 template is removed from the Pod, and a system key an older controller recorded is scrubbed.
+
+The metadata patch of a Pod the Sandbox already owns is marked ``deferrable``: the next pass
+recomputes it from the objects alone, so the optional write-behind window (:mod:`.plan`) may
+hold it back. Adopting a Pod (its owner reference) is never deferrable.
+
+For tracing, the plan also says what it saw, as upstream's span events: an existing Pod
+(``ExistingPodStatusObserved``) or the one it creates (``NewPodStatusObserved``; a Pod the API
+server creates is ``Pending``), each with the Pod's name and phase.
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from api.keys import (
     SYSTEM_KEY_PREFIXES,
 )
 from services.runtime.cache import Json, ObjectKey, labels_of, metadata_of
-from services.runtime.reconcile import Action, Create, Delete, Patch, merge_patch
+from services.runtime.reconcile import Action, Create, Delete, Patch, SpanEvent, merge_patch
 from services.sandbox.objects import (
     Ownership,
     adoptable,
@@ -65,6 +73,8 @@ from services.sandbox.objects import (
 from services.sandbox.status import PodFinding
 
 __all__ = [
+    "EVENT_EXISTING_POD",
+    "EVENT_NEW_POD",
     "EXTENSION_LABELS",
     "PodPlan",
     "desired_pod_metadata",
@@ -75,6 +85,9 @@ __all__ = [
     "plan_pod",
     "sandbox_reference",
 ]
+
+EVENT_EXISTING_POD = "ExistingPodStatusObserved"
+EVENT_NEW_POD = "NewPodStatusObserved"
 
 EXTENSION_LABELS = (LABEL_WARM_POOL_SANDBOX, LABEL_SANDBOX_TEMPLATE_REF_HASH)
 """The extension labels the core controller manages on a Pod (and removes when not expected)."""
@@ -261,6 +274,9 @@ class PodPlan:
     pod_name_annotation: str | None = field(default=_KEEP)
     """The value ``agents.x-k8s.io/pod-name`` should have (None: removed); unchanged when it
     is the sentinel :data:`_KEEP` (test with :meth:`changes_annotation`)."""
+    deferrable: bool = False
+    """``actions`` is only the metadata patch of a Pod the Sandbox owns (see the module)."""
+    events: tuple[SpanEvent, ...] = ()
 
     @property
     def changes_annotation(self) -> bool:
@@ -281,10 +297,12 @@ def plan_pod(sandbox: Sandbox, pods: tuple[Json, ...], name_hash: str) -> PodPla
         annotation = None  # the annotated Pod is gone: forget it
     owned = [pod for pod in pods if ownership(pod, uid) is Ownership.OWNED]
 
-    def result(finding: PodFinding, *actions: Action) -> PodPlan:
+    events: tuple[SpanEvent, ...] = ()
+
+    def result(finding: PodFinding, *actions: Action, deferrable: bool = False) -> PodPlan:
         if annotation == current_annotation:
-            return PodPlan(finding, actions)
-        return PodPlan(finding, actions, annotation)
+            return PodPlan(finding, actions, deferrable=deferrable, events=events)
+        return PodPlan(finding, actions, annotation, deferrable=deferrable, events=events)
 
     if len(owned) > 1:
         return result(
@@ -321,9 +339,11 @@ def plan_pod(sandbox: Sandbox, pods: tuple[Json, ...], name_hash: str) -> PodPla
     if pod is None:
         if not annotation:
             annotation = name
+        events = (_observed(EVENT_NEW_POD, name, "Pending"),)
         # Until the API server answers, there is no Pod to report on.
         return result(PodFinding(), Create(new_pod(sandbox, name_hash), why="create the Pod"))
 
+    events = (_observed(EVENT_EXISTING_POD, name_of(pod), _phase(pod)),)
     owner = ownership(pod, uid)
     if owner is Ownership.OTHER:
         annotation = None
@@ -358,4 +378,15 @@ def plan_pod(sandbox: Sandbox, pods: tuple[Json, ...], name_hash: str) -> PodPla
         )
     if not annotation:
         annotation = name_of(pod)
-    return result(PodFinding(pod=pod, owned=True), *actions)
+    return result(
+        PodFinding(pod=pod, owned=True), *actions, deferrable=bool(actions) and references is None
+    )
+
+
+def _phase(pod: Json) -> str:
+    status = pod.get("status")
+    return str(status.get("phase") or "") if isinstance(status, Mapping) else ""
+
+
+def _observed(event: str, pod_name: str, phase: str) -> SpanEvent:
+    return SpanEvent(event, {"pod.Name": pod_name, "pod.Phase": phase})

@@ -7,6 +7,19 @@ also wakes the Sandbox it is named after (the Pod a new Sandbox is about to adop
 yet). A change of a SandboxTemplate wakes it, and a NetworkPolicy wakes the template that
 controls it or whose name it carries (``<template>-network-policy``).
 
+The Sandbox reconciler is also the shell's keeper of two inputs the planner cannot make itself
+(spec/agent-sandbox.md §2.2 step 2, §2.5, §6):
+
+- the write-behind clock: when each Sandbox's Pod metadata patch was first held back, taken
+  from the :class:`~services.sandbox.plan.WriteBehindPlan` a pass returns and given to the next
+  pass as ``pod_patch_held_since``; in memory only (a restart restarts the window and loses no
+  write, because the patch itself is recomputed from the objects);
+- tracing: the ``ReconcileSandbox`` span (attributes ``sandbox.name``, ``sandbox.namespace`` and
+  the normalised ``agents.x-k8s.io/created-by``; parent: the Sandbox's trace-context
+  annotation), and the running span's carrier as ``trace_context`` while the Sandbox has none.
+  A template's reconcile is the ``ReconcileSandboxTemplate`` span, without attributes, as
+  upstream's; nothing is written for it.
+
 Pods are indexed by their ``agents.x-k8s.io/sandbox-name-hash`` label: that is how a Sandbox
 finds the Pods it controls without reading every Pod of its namespace.
 
@@ -23,11 +36,27 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import msgspec
+
 from api.agents import EXTENSIONS_GROUP, GROUP
-from api.keys import LABEL_SANDBOX_NAME_HASH, NETWORK_POLICY_NAME_SUFFIX
-from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of
+from api.keys import (
+    ANNOTATION_TRACE_CONTEXT,
+    LABEL_CREATED_BY,
+    LABEL_SANDBOX_NAME_HASH,
+    NETWORK_POLICY_NAME_SUFFIX,
+)
+from services.runtime.cache import (
+    Json,
+    ObjectCache,
+    ObjectKey,
+    controller_of,
+    key_of,
+    labels_of,
+)
 from services.runtime.reconcile import Plan
+from services.runtime.reconcile.tracing import ReconcileSpan
 from services.runtime.reconcile.worker import WorkerDefinition
+from services.sandbox.objects import annotations_of
 from services.sandbox.observation import (
     DEFAULT_CLUSTER_DOMAIN,
     SandboxObservation,
@@ -35,10 +64,13 @@ from services.sandbox.observation import (
     observe_sandbox,
     observe_template,
 )
-from services.sandbox.plan import plan_sandbox
+from services.sandbox.plan import WriteBehindPlan, plan_sandbox
+from services.sandbox.pods import normalize_created_by
 from services.sandbox.template import plan_template
 
 __all__ = [
+    "SPAN_NAME",
+    "TEMPLATE_SPAN_NAME",
     "WATCHED_KINDS",
     "WORKER_NAME",
     "SandboxReconciler",
@@ -57,19 +89,59 @@ WATCHED_KINDS = (
     "NetworkPolicy",
 )
 
+SPAN_NAME = "ReconcileSandbox"
+TEMPLATE_SPAN_NAME = "ReconcileSandboxTemplate"
+
 
 @dataclass(frozen=True)
 class SandboxReconciler:
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+    write_behind: float = 0.0
+    """Seconds the owned Pod's metadata patch may be held back (0: off; the planner bounds it)."""
     kind: str = field(default="Sandbox", init=False)
+    held_since: dict[ObjectKey, datetime] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The write-behind clock, per Sandbox."""
 
     def observe(
         self, key: ObjectKey, cache: ObjectCache, last_error: str | None
     ) -> SandboxObservation:
-        return observe_sandbox(key, cache, last_error, cluster_domain=self.cluster_domain)
+        return observe_sandbox(
+            key,
+            cache,
+            last_error,
+            cluster_domain=self.cluster_domain,
+            write_behind=self.write_behind,
+            pod_patch_held_since=self.held_since.get(key),
+        )
 
     def plan(self, inputs: SandboxObservation, now: datetime) -> Plan:
-        return plan_sandbox(inputs, now)
+        """The pure :func:`plan_sandbox`, plus keeping the write-behind clock from its answer."""
+        plan = plan_sandbox(inputs, now)
+        key = ObjectKey(self.kind, inputs.namespace, inputs.name)
+        if isinstance(plan, WriteBehindPlan):
+            self.held_since[key] = plan.held_since
+        else:
+            self.held_since.pop(key, None)
+        return plan
+
+    def span(self, inputs: SandboxObservation) -> ReconcileSpan | None:
+        if inputs.sandbox is None:
+            return None
+        attributes = {"sandbox.name": inputs.name, "sandbox.namespace": inputs.namespace}
+        labels = labels_of(inputs.sandbox)
+        if LABEL_CREATED_BY in labels:
+            attributes[LABEL_CREATED_BY] = normalize_created_by(str(labels[LABEL_CREATED_BY]))
+        parent = annotations_of(inputs.sandbox).get(ANNOTATION_TRACE_CONTEXT)
+        return ReconcileSpan(SPAN_NAME, attributes, str(parent) if parent else None)
+
+    def with_trace_context(self, inputs: SandboxObservation, carrier: str) -> SandboxObservation:
+        # Only a Sandbox without a trace context needs the carrier (the planner writes it);
+        # leaving it out otherwise keeps the inputs, and so the decision's digest, stable.
+        if inputs.sandbox is None or annotations_of(inputs.sandbox).get(ANNOTATION_TRACE_CONTEXT):
+            return inputs
+        return msgspec.structs.replace(inputs, trace_context=carrier)
 
 
 @dataclass(frozen=True)
@@ -83,6 +155,15 @@ class TemplateReconciler:
 
     def plan(self, inputs: TemplateObservation, now: datetime) -> Plan:
         return plan_template(inputs, now)
+
+    def span(self, inputs: TemplateObservation) -> ReconcileSpan | None:
+        if inputs.template is None:
+            return None
+        parent = annotations_of(inputs.template).get(ANNOTATION_TRACE_CONTEXT)
+        return ReconcileSpan(TEMPLATE_SPAN_NAME, {}, str(parent) if parent else None)
+
+    def with_trace_context(self, inputs: TemplateObservation, carrier: str) -> TemplateObservation:
+        return inputs
 
 
 def _controller(obj: Json, group: str, kind: str) -> str | None:
@@ -116,10 +197,12 @@ def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
                 yield ObjectKey("SandboxTemplate", key.namespace, template)
 
 
-def sandbox_worker(*, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> WorkerDefinition:
+def sandbox_worker(
+    *, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN, write_behind: float = 0.0
+) -> WorkerDefinition:
     return WorkerDefinition(
         name=WORKER_NAME,
-        reconcilers=(SandboxReconciler(cluster_domain), TemplateReconciler()),
+        reconcilers=(SandboxReconciler(cluster_domain, write_behind), TemplateReconciler()),
         watched_kinds=WATCHED_KINDS,
         wakes=wakes,
         label_indexes=(("Pod", LABEL_SANDBOX_NAME_HASH),),

@@ -13,6 +13,7 @@ the Kubernetes API and records the decision on the bus. The modules, in the orde
 - :mod:`.executing` — actions against the API server, answers into the cache.
 - :mod:`.kube` — the small JSON client for the kinds we write.
 - :mod:`.worker` — the loop that ties them together and records each decision.
+- :mod:`.tracing` — optional OpenTelemetry spans around reconciles and their steps.
 
 A worker is a :class:`~.worker.WorkerDefinition` plus its reconcilers; see
 :mod:`services.sandbox` for one.
@@ -29,7 +30,19 @@ from services.runtime.reconcile.actions import (
     Patch,
     Plan,
     Replace,
+    SpanEvent,
+    Step,
     merge_patch,
 )
 
-__all__ = ["Action", "Create", "Delete", "Patch", "Plan", "Replace", "merge_patch"]
+__all__ = [
+    "Action",
+    "Create",
+    "Delete",
+    "Patch",
+    "Plan",
+    "Replace",
+    "SpanEvent",
+    "Step",
+    "merge_patch",
+]

@@ -20,7 +20,8 @@ The four actions are the four writes a controller needs:
     incarnation of an object never removes its successor.
 
 Every action carries ``why``, one line for a person, which becomes the ``detail`` of the
-action in the recorded decision.
+action in the recorded decision, and may carry ``step``: the part of the reconcile it belongs
+to (a :class:`Step` of the plan), which only tracing looks at.
 
 :func:`merge_patch` computes the merge patch that turns one JSON document into another, the
 way controller-runtime's ``client.MergeFrom`` does: changed and added fields as they are,
@@ -42,6 +43,8 @@ __all__ = [
     "Patch",
     "Plan",
     "Replace",
+    "SpanEvent",
+    "Step",
     "merge_patch",
     "target_of",
 ]
@@ -58,6 +61,7 @@ class Create:
 
     body: Json
     why: str = ""
+    step: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Patch:
     subresource: Literal["status"] | None = None
     why: str = ""
     on_conflict: OnConflict = "fail"
+    step: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class Replace:
     body: Json
     why: str = ""
     on_conflict: OnConflict = "fail"
+    step: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,7 @@ class Delete:
     resource_version: str | None = None
     propagation: PropagationPolicy | None = None
     why: str = ""
+    step: str = ""
 
 
 Action = Create | Patch | Replace | Delete
@@ -99,6 +106,27 @@ def target_of(action: Action) -> ObjectKey:
 
 
 @dataclass(frozen=True)
+class SpanEvent:
+    """Something the planner observed, worth a span event when the reconcile is traced."""
+
+    name: str
+    attributes: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Step:
+    """A named part of a reconcile (upstream names them after its functions: ``reconcilePod``).
+
+    Only tracing looks at steps: each becomes a child span of the reconcile's span, covering
+    the actions whose ``step`` names it (a step without actions is an instant span: the planner
+    looked and found nothing to write), and carrying ``events``.
+    """
+
+    name: str
+    events: tuple[SpanEvent, ...] = ()
+
+
+@dataclass(frozen=True)
 class Plan:
     """The writes to make, in order, and what to do afterwards.
 
@@ -108,13 +136,15 @@ class Plan:
     cache already holding the responses of these writes); None waits for the next event.
     ``error`` marks a problem the planner cannot resolve by itself (an object it may not
     adopt): the decision is recorded as failed and the key retried with backoff, as
-    controller-runtime does with a returned error.
+    controller-runtime does with a returned error. ``steps`` name the parts of the reconcile
+    for tracing (see :class:`Step`).
     """
 
     actions: tuple[Action, ...] = ()
     requeue_after: float | None = None
     reason: str = ""
     error: str | None = None
+    steps: tuple[Step, ...] = ()
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Json:

@@ -16,15 +16,21 @@ The answers a controller must tell apart, and what each does here:
 - Anything else (Conflict from a precondition, Invalid, a 5xx, the server unreachable): the
   action failed, the plan stops there, and the key is retried with backoff. The error is kept
   for the next reconcile of that key, whose planner may report it (a status condition).
+
+With a tracer, the actions of each step of the plan run inside that step's child span
+(:class:`~.tracing.StepSpans`); a failed action marks its step's span as an error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from opentelemetry.trace import Tracer
+
 from services.runtime.cache import ObjectCache, ObjectKey, metadata_of
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, target_of
 from services.runtime.reconcile.kube import KubeApi, KubeError
+from services.runtime.reconcile.tracing import StepSpans
 
 __all__ = ["ActionOutcome", "Execution", "execute", "verb_of"]
 
@@ -57,15 +63,28 @@ def verb_of(action: Action) -> str:
     return "update"
 
 
-async def execute(plan: Plan, api: KubeApi, cache: ObjectCache) -> Execution:
+async def execute(
+    plan: Plan, api: KubeApi, cache: ObjectCache, *, tracer: Tracer | None = None
+) -> Execution:
+    steps = StepSpans(tracer, plan)
+    try:
+        return await _execute(plan, api, cache, steps)
+    finally:
+        steps.close()
+
+
+async def _execute(plan: Plan, api: KubeApi, cache: ObjectCache, steps: StepSpans) -> Execution:
     outcomes: list[ActionOutcome] = []
     for action in plan.actions:
         target = target_of(action)
+        steps.enter(action.step)
         try:
             outcome, stop = await _execute_one(action, target, api, cache)
         except KubeError as error:
             outcomes.append(ActionOutcome(action, target, error=str(error)))
-            return Execution(tuple(outcomes), error=f"{verb_of(action)} {target}: {error}")
+            failure = f"{verb_of(action)} {target}: {error}"
+            steps.failed(failure)
+            return Execution(tuple(outcomes), error=failure)
         outcomes.append(outcome)
         if stop:
             return Execution(tuple(outcomes), stale=True)

@@ -26,6 +26,10 @@ What comes next, in order of precedence:
 4. otherwise the planner's ``requeue_after`` (0 = now; None = wait for the next event), and the
    key's backoff is reset.
 
+With a tracer (:mod:`.tracing`), a reconciler that asks for it gets a span around observe →
+plan → execute → record, child spans for the steps of its plan, and its decision event
+carries the span's ``traceparent``.
+
 A planner that writes on every pass would spin on rule 4 with ``requeue_after=0``; after
 ``max_write_passes`` consecutive writing passes of one key the worker falls back to backoff and
 says so in the decision. A planner that raises is a bug, not a reason to stop serving the other
@@ -42,6 +46,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 from nats.js import JetStreamContext
+from opentelemetry.trace import Status, StatusCode, Tracer
 
 from events.envelope import ObjectRef
 from events.ids import inputs_digest
@@ -61,6 +66,7 @@ from services.runtime.reconcile.executing import Execution, execute, verb_of
 from services.runtime.reconcile.feeding import BusFeed
 from services.runtime.reconcile.kube import KubeApi
 from services.runtime.reconcile.queueing import QueueShutDown, WorkQueue
+from services.runtime.reconcile.tracing import trace_headers, traced_reconcile
 
 __all__ = [
     "Reconciler",
@@ -130,6 +136,8 @@ class Worker:
     bus: BusConfig = field(default_factory=BusConfig)
     settings: WorkerSettings = field(default_factory=WorkerSettings)
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    tracer: Tracer | None = None
+    """None: no tracing (see :mod:`.tracing`)."""
 
     def __post_init__(self) -> None:
         self.cache = ObjectCache(
@@ -210,21 +218,25 @@ class Worker:
         memory = self._memory.setdefault(key, _KeyMemory())
         self.cache.expire()
         now = self.clock()
-        inputs = reconciler.observe(key, self.cache, memory.last_error)
-        digest = inputs_digest({"inputs": inputs, "now": now})
-        try:
-            plan = reconciler.plan(inputs, now)
-        except Exception as error:
-            log.exception("%s: planner failed for %s", self.definition.name, key)
-            plan = Plan(reason="the planner raised", error=f"planner bug: {error!r}")
-            execution = Execution()
-        else:
-            execution = await execute(plan, self.api, self.cache)
-        requeue_after, note = self._schedule(key, memory, plan, execution)
-        decision = self._decision(key, triggers, digest, plan, execution, requeue_after, note)
-        if self._memory.get(key) == _KeyMemory():
-            self._memory.pop(key, None)
-        await self._record(decision, now)
+        observed = reconciler.observe(key, self.cache, memory.last_error)
+        with traced_reconcile(self.tracer, reconciler, observed) as (span, inputs):
+            digest = inputs_digest({"inputs": inputs, "now": now})
+            try:
+                plan = reconciler.plan(inputs, now)
+            except Exception as error:
+                log.exception("%s: planner failed for %s", self.definition.name, key)
+                plan = Plan(reason="the planner raised", error=f"planner bug: {error!r}")
+                execution = Execution()
+            else:
+                steps_tracer = self.tracer if span is not None else None
+                execution = await execute(plan, self.api, self.cache, tracer=steps_tracer)
+            requeue_after, note = self._schedule(key, memory, plan, execution)
+            decision = self._decision(key, triggers, digest, plan, execution, requeue_after, note)
+            if self._memory.get(key) == _KeyMemory():
+                self._memory.pop(key, None)
+            if span is not None and decision.error is not None:
+                span.set_status(Status(StatusCode.ERROR, decision.error))
+            await self._record(decision, now, trace_headers(span))
         return decision
 
     def _schedule(
@@ -299,8 +311,13 @@ class Worker:
             requeue_after_seconds=requeue_after,
         )
 
-    async def _record(self, decision: Decision, now: datetime) -> None:
-        event = decision_event(decision, time=now)
+    async def _record(self, decision: Decision, now: datetime, trace: dict[str, str]) -> None:
+        event = decision_event(
+            decision,
+            time=now,
+            traceparent=trace.get("traceparent"),
+            tracestate=trace.get("tracestate"),
+        )
         try:
             await publish_event(
                 self.js, event, self.bus, ack_timeout=self.settings.decision_timeout

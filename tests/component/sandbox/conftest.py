@@ -23,6 +23,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from opentelemetry.trace import Tracer
 
 from services.devcluster import DevCluster, LatencyModel, SimulationSettings, WatchSettings
 from services.runtime.bus import BusConfig, ensure_bus
@@ -243,16 +244,24 @@ async def cluster_and_watcher(
 
 @contextlib.asynccontextmanager
 async def sandbox_worker_running(
-    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path, name: str = "worker"
+    cluster: DevCluster,
+    js: JetStreamContext,
+    bus: BusConfig,
+    tmp_path: Path,
+    name: str = "worker",
+    *,
+    write_behind: float = 0.0,
+    tracer: Tracer | None = None,
 ) -> AsyncIterator[tuple[Worker, KubeApi]]:
     async with bounded(api_client(cluster, tmp_path, name), "the worker's API client") as client:
         kube = KubeApi(client, field_manager=CONTROLLER_NAME)
         worker = Worker(
-            sandbox_worker(),
+            sandbox_worker(write_behind=write_behind),
             js=js,
             api=kube,
             bus=bus,
             settings=WorkerSettings(concurrency=16, max_delay=2.0),
+            tracer=tracer,
         )
         async with running(worker.run(), "sandbox worker") as task:
             async with asyncio.timeout(20):
@@ -263,10 +272,19 @@ async def sandbox_worker_running(
             yield worker, kube
 
 
-@pytest.fixture
-async def stack(nats_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
+@contextlib.asynccontextmanager
+async def running_stack(
+    nats_url: str, tmp_path: Path, **worker_options: Any
+) -> AsyncIterator[Stack]:
+    """The whole stack; ``worker_options`` go to :func:`sandbox_worker_running`."""
     async with (
         cluster_and_watcher(nats_url, tmp_path) as (cluster, nc, js, bus),
-        sandbox_worker_running(cluster, js, bus, tmp_path) as (worker, kube),
+        sandbox_worker_running(cluster, js, bus, tmp_path, **worker_options) as (worker, kube),
     ):
         yield Stack(cluster, nc, js, kube, worker, bus)
+
+
+@pytest.fixture
+async def stack(nats_url: str, tmp_path: Path) -> AsyncIterator[Stack]:
+    async with running_stack(nats_url, tmp_path) as running:
+        yield running

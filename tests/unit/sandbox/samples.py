@@ -1,5 +1,6 @@
 """Objects for the sandbox planner tests, shaped as the API server serves them, and a tiny
-in-memory API server that applies plans so a test can run a Sandbox to convergence."""
+in-memory API server that applies plans so a test can run a Sandbox to convergence (or, through
+:class:`ClusterApi`, serves the calls of the real worker shell)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from api.keys import LABEL_SANDBOX_NAME_HASH, name_hash
 from services.runtime.cache import Json, ObjectCache, ObjectKey, key_of
 from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace
+from services.runtime.reconcile.kube import KubeError
 from services.sandbox.observation import SandboxObservation, observe_sandbox
 from services.sandbox.plan import plan_sandbox
 
@@ -289,12 +291,12 @@ class FakeCluster:
                 key = key_of(action.body)
                 self.objects[key] = self._bump(copy.deepcopy(action.body))
             elif isinstance(action, Delete):
-                current = self.objects.get(action.target)
-                if current is None:
+                existing = self.objects.get(action.target)
+                if existing is None:
                     continue
                 if action.target.kind == "Pod" and self.graceful_pods:
-                    current["metadata"]["deletionTimestamp"] = stamp(NOW)
-                    self._bump(current)
+                    existing["metadata"]["deletionTimestamp"] = stamp(NOW)
+                    self._bump(existing)
                 else:
                     del self.objects[action.target]
 
@@ -317,3 +319,52 @@ class FakeCluster:
             if plan.requeue_after is None or plan.requeue_after > 0:
                 return plans
         raise AssertionError(f"no convergence in {passes} passes: {plans}")
+
+
+@dataclass
+class ClusterApi:
+    """The calls the worker shell makes (:class:`~services.runtime.reconcile.kube.KubeApi`),
+    served from a :class:`FakeCluster`; ``failures`` makes a (verb, kind) fail."""
+
+    cluster: FakeCluster
+    failures: dict[tuple[str, str], KubeError] = field(default_factory=dict)
+
+    def _check(self, verb: str, key: ObjectKey) -> None:
+        failure = self.failures.get((verb, key.kind))
+        if failure is not None:
+            raise failure
+
+    def _read(self, key: ObjectKey) -> Json:
+        found = self.cluster.objects.get(key)
+        if found is None:
+            raise KubeError(404, "NotFound", f"{key} not found")
+        return copy.deepcopy(found)
+
+    async def create(self, body: Json) -> Json:
+        key = key_of(body)
+        self._check("create", key)
+        if key in self.cluster.objects:
+            raise KubeError(409, "AlreadyExists", f"{key} already exists")
+        self.cluster.apply(Plan(actions=(Create(body),)))
+        return self._read(key)
+
+    async def get(self, key: ObjectKey) -> Json:
+        return self._read(key)
+
+    async def patch(self, key: ObjectKey, patch: Json, *, subresource: str | None = None) -> Json:
+        self._check("patch", key)
+        self._read(key)
+        status: Any = subresource
+        self.cluster.apply(Plan(actions=(Patch(key, patch, subresource=status),)))
+        return self._read(key)
+
+    async def replace(self, body: Json) -> Json:
+        self._check("replace", key_of(body))
+        self.cluster.apply(Plan(actions=(Replace(body),)))
+        return self._read(key_of(body))
+
+    async def delete(self, key: ObjectKey, **_: Any) -> Json:
+        self._check("delete", key)
+        self._read(key)
+        self.cluster.apply(Plan(actions=(Delete(key),)))
+        return {"kind": "Status", "status": "Success"}

@@ -484,8 +484,7 @@ def test_a_pod_without_its_spec_plans_the_same() -> None:
 
 def test_pod_metadata_is_written_in_the_same_pass() -> None:
     """Upstream TestWriteBehindDisabledIsSynchronous (the default, window 0): a metadata drift is
-    patched in the pass that finds it, exactly once. (The optional write-behind window is not
-    implemented.)"""
+    patched in the pass that finds it, exactly once. (The window itself: test_write_behind.)"""
     cluster = FakeCluster().add(
         sandbox(pod_labels={"team": "b"}, annotations={ANNOTATION_POD_NAME: "sb"}),
         owned_pod(labels={"team": "a"}, annotations={ANNOTATION_PROPAGATED_LABELS: "team"}),
@@ -497,8 +496,9 @@ def test_pod_metadata_is_written_in_the_same_pass() -> None:
 
 
 def test_a_lost_memory_loses_no_write() -> None:
-    """Upstream TestRequeueDeferralCrashRecovery: nothing is held in memory between passes, so a
-    worker that restarts recomputes the same pending write from the objects alone."""
+    """Upstream TestRequeueDeferralCrashRecovery (window 0): no write is held in memory between
+    passes, so a worker that restarts recomputes the same pending write from the objects alone.
+    (With a window: test_write_behind.)"""
     sb = sandbox(pod_labels={"team": "b"}, annotations={ANNOTATION_POD_NAME: "sb"})
     drifted = owned_pod(labels={"team": "a"}, annotations={ANNOTATION_PROPAGATED_LABELS: "team"})
     first = plan_sandbox(observation(sb, pods=(drifted,)), NOW)

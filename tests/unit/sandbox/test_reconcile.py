@@ -240,7 +240,7 @@ def test_a_failed_pod_is_not_replaced() -> None:
 )
 def test_sandbox_expiry(shutdown: timedelta | None, expected: tuple[bool, float | None]) -> None:
     """Upstream TestSandboxExpiry."""
-    spec = {} if shutdown is None else {"shutdownTime": stamp(NOW + shutdown)}
+    spec: dict[str, Any] = {} if shutdown is None else {"shutdownTime": stamp(NOW + shutdown)}
     if shutdown == timedelta(milliseconds=300):
         spec = {"shutdownTime": (NOW + shutdown).isoformat()}
     assert check_expiry(read_sandbox(sandbox(**spec)), NOW) == expected

@@ -109,7 +109,7 @@ def test_default_secure_network_policy() -> None:
 def test_custom_network_policy() -> None:
     """Upstream TestSandboxTemplateReconcileNetworkPolicy "custom NP": the template's rules,
     with the controller's pod selector and policy types."""
-    rules = {"ingress": [{"from": [{"podSelector": {}}]}], "egress": []}
+    rules: dict[str, Any] = {"ingress": [{"from": [{"podSelector": {}}]}], "egress": []}
     spec = created_spec(plan(template(networkPolicy=rules)))
     assert spec["ingress"] == rules["ingress"]
     assert spec["egress"] == []

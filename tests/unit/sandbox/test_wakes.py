@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,11 +13,11 @@ from services.sandbox.worker import wakes
 from tests.unit.sandbox.samples import owned_pod, owner_ref, pod, pvc, sandbox, service
 
 
-def woken(kind: str, obj: dict[str, object], *known: dict[str, object]) -> list[ObjectKey]:
+def woken(kind: str, obj: dict[str, Any], *known: dict[str, Any]) -> list[ObjectKey]:
     cache = ObjectCache()
     for item in known:
-        cache.observe("added", item)  # type: ignore[arg-type]
-    return list(wakes(kind, obj, cache))  # type: ignore[arg-type]
+        cache.observe("added", item)
+    return list(wakes(kind, obj, cache))
 
 
 SB = ObjectKey("Sandbox", "default", "sb")

@@ -1,0 +1,227 @@
+"""Tracing reconciles with OpenTelemetry: one span per reconcile, one child span per step.
+
+Tracing is off unless ``SANDBUS_TRACING`` turns it on (:func:`tracing_from_environment`):
+
+``off`` (the default; also ``0``, ``false``, ``no``, empty)
+    No spans, no trace-context annotations; the worker makes no OpenTelemetry calls at all.
+``on`` (also ``1``, ``true``, ``yes``)
+    Spans are made and joined to the trace a client asked for. They are exported wherever the
+    process's global TracerProvider sends them, when one was installed (``opentelemetry-instrument``
+    with an OTLP exporter, or an embedding program); otherwise nowhere, and tracing still gives
+    every Sandbox its trace context and every decision event its ``traceparent``.
+``console``
+    As ``on``, with each finished span printed to stderr as one JSON line (for development).
+
+What a reconcile looks like (spec/agent-sandbox.md §6): a reconciler that wants spans is a
+:class:`TracedReconciler`. It names the span and its attributes from its inputs, and hands the
+worker the object's trace-context carrier (the ``opentelemetry.io/trace-context`` annotation: a
+JSON object of W3C headers), which becomes the span's parent: a client that wrote one sees our
+reconciles in its trace. Only the W3C Trace Context propagator is used, as upstream does.
+
+The planner stays pure: it never sees a tracer. The worker gives it the carrier of the running
+span *as an input* (:meth:`TracedReconciler.with_trace_context`, so the reconciler can, for
+instance, write it onto an object that has none), and the plan describes its parts as
+:class:`~.actions.Step` values, which :class:`StepSpans` turns into child spans around the
+execution of each step's writes. The decision event of a traced reconcile carries the span's
+``traceparent``, so the decision record and the trace point at each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from services.runtime.reconcile.actions import Plan
+
+__all__ = [
+    "TRACING_ENV",
+    "ReconcileSpan",
+    "StepSpans",
+    "TracedReconciler",
+    "Tracing",
+    "parent_context",
+    "trace_headers",
+    "traced_reconcile",
+    "tracing_from_environment",
+    "tracing_mode",
+]
+
+TRACING_ENV = "SANDBUS_TRACING"
+TracingMode = Literal["off", "on", "console"]
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+@dataclass(frozen=True)
+class ReconcileSpan:
+    """The span a reconciler asks for: its name, attributes, and the parent carrier."""
+
+    name: str
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    parent: str | None = None
+    """The W3C carrier the object holds, as JSON (``{"traceparent": "00-…"}``); None: a new
+    trace."""
+
+
+@runtime_checkable
+class TracedReconciler(Protocol):
+    """A reconciler whose reconciles are traced (the worker checks for these two methods)."""
+
+    def span(self, inputs: Any) -> ReconcileSpan | None:
+        """The span for a reconcile of these inputs; None: not traced (the object is gone)."""
+        ...
+
+    def with_trace_context(self, inputs: Any, carrier: str) -> Any:
+        """``inputs`` completed with the running span's carrier (JSON), for the planner."""
+        ...
+
+
+def parent_context(carrier: str | None) -> Context | None:
+    """The context a carrier annotation names; None when there is none or it does not parse
+    (an unreadable carrier starts a new trace, as the W3C spec asks of a receiver)."""
+    if not carrier:
+        return None
+    try:
+        headers = json.loads(carrier)
+    except ValueError:
+        return None
+    if not isinstance(headers, Mapping):
+        return None
+    strings = {k: v for k, v in headers.items() if isinstance(k, str) and isinstance(v, str)}
+    context = _PROPAGATOR.extract(strings)
+    return context if trace.get_current_span(context).get_span_context().is_valid else None
+
+
+def trace_headers(span: Span | None) -> dict[str, str]:
+    """The W3C headers (``traceparent``, and ``tracestate`` when there is one) of ``span``."""
+    headers: dict[str, str] = {}
+    if span is not None and span.get_span_context().is_valid:
+        _PROPAGATOR.inject(headers, context=trace.set_span_in_context(span))
+    return headers
+
+
+@contextlib.contextmanager
+def traced_reconcile(
+    tracer: Tracer | None, reconciler: object, inputs: Any
+) -> Iterator[tuple[Span | None, Any]]:
+    """Run a reconcile inside its span, when tracing is on and the reconciler asks for one.
+
+    Yields the span (None: not traced) and the inputs for the planner, completed with the
+    span's carrier. The span is the current one inside the block, so that step spans and
+    anything else started there become its children.
+    """
+    if tracer is None or not isinstance(reconciler, TracedReconciler):
+        yield None, inputs
+        return
+    request = reconciler.span(inputs)
+    if request is None:
+        yield None, inputs
+        return
+    with tracer.start_as_current_span(
+        request.name,
+        context=parent_context(request.parent),
+        attributes=dict(request.attributes),
+    ) as span:
+        headers = trace_headers(span)
+        carrier = json.dumps(headers, separators=(",", ":"), sort_keys=True) if headers else None
+        yield span, (reconciler.with_trace_context(inputs, carrier) if carrier else inputs)
+
+
+class StepSpans:
+    """The child spans of a plan's steps, opened and closed as the executor runs its actions.
+
+    A step's span opens at its first action and closes when an action of another step (or of
+    none) comes, or the plan ends; a step without any action in the plan is an instant span,
+    made before the first write (the planner looked at it, in order, before anything was
+    written). Each step's events go on its span. Without a tracer every call does nothing.
+    """
+
+    def __init__(self, tracer: Tracer | None, plan: Plan) -> None:
+        self._tracer = tracer
+        self._steps = {step.name: step for step in plan.steps}
+        self._open: tuple[str, Span] | None = None
+        if tracer is not None:
+            acting = {action.step for action in plan.actions}
+            for step in plan.steps:
+                if step.name not in acting:
+                    self._start(step.name).end()
+
+    def enter(self, name: str) -> None:
+        """The next action belongs to step ``name`` ("" for none)."""
+        if self._tracer is None or (self._open is not None and self._open[0] == name):
+            return
+        self.close()
+        if name:
+            self._open = (name, self._start(name))
+
+    def failed(self, error: str) -> None:
+        if self._open is not None:
+            self._open[1].set_status(Status(StatusCode.ERROR, error))
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open[1].end()
+            self._open = None
+
+    def _start(self, name: str) -> Span:
+        assert self._tracer is not None
+        span = self._tracer.start_span(name)
+        for event in self._steps[name].events if name in self._steps else ():
+            span.add_event(event.name, dict(event.attributes))
+        return span
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+def tracing_mode(value: str | None) -> TracingMode:
+    """Read ``SANDBUS_TRACING``; raises ValueError for a value that means nothing."""
+    text = (value or "").strip().lower()
+    if text in ("", "0", "off", "false", "no"):
+        return "off"
+    if text in ("1", "on", "true", "yes"):
+        return "on"
+    if text == "console":
+        return "console"
+    raise ValueError(f"{TRACING_ENV}={value!r}: expected off, on or console")
+
+
+@dataclass(frozen=True)
+class Tracing:
+    tracer: Tracer
+    shutdown: Callable[[], None]
+    """Flushes and stops what this module set up (nothing, for an installed provider)."""
+
+
+def tracing_from_environment(
+    service_name: str, environ: Mapping[str, str] = os.environ
+) -> Tracing | None:
+    """The tracer of a service, as ``SANDBUS_TRACING`` asks (None: tracing is off)."""
+    mode = tracing_mode(environ.get(TRACING_ENV))
+    if mode == "off":
+        return None
+    # The SDK takes a tenth of a second to import; services that do not trace never load it.
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    installed = trace.get_tracer_provider()
+    if mode == "on" and isinstance(installed, TracerProvider):
+        return Tracing(installed.get_tracer(service_name), lambda: None)
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    if mode == "console":
+        exporter = ConsoleSpanExporter(
+            out=sys.stderr, formatter=lambda span: span.to_json(indent=None) + os.linesep
+        )
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Tracing(provider.get_tracer(service_name), provider.shutdown)
