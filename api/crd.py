@@ -43,6 +43,7 @@ import yaml
 
 from api.kinds import ALL_KINDS
 from api.meta import KindInfo, PrinterColumn, Resource
+from api.openapi import json_type
 
 __all__ = [
     "SchemaNotStructural",
@@ -373,22 +374,10 @@ def _is_scalar(value: object) -> bool:
 
 
 def _enum_type(values: Iterable[object], path: str) -> str:
-    kinds = {_json_type(value) for value in values}
+    kinds = {json_type(value) for value in values}
     if len(kinds) != 1:
         raise SchemaNotStructural(f"{path}: an enum must not mix types ({sorted(kinds)})")
     return kinds.pop()
-
-
-def _json_type(value: object) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "unsupported"
 
 
 def _typeless_allowed(node: Mapping[str, Any]) -> bool:

@@ -59,6 +59,7 @@ __all__ = [
     "StructuralSchema",
     "invalid_message",
     "is_date_time",
+    "json_type",
     "schema_problems",
 ]
 
@@ -516,7 +517,7 @@ def _identity(value: Any) -> Any:
     """A hashable key under which two JSON values collide exactly when Go would say equal."""
     if isinstance(value, (dict, list)):
         return ("json", _compact_json(value))
-    return (_json_type(value), value)
+    return (json_type(value), value)
 
 
 def _cause(path: str, reason: str, value: Any, detail: str = "") -> Cause:
@@ -708,7 +709,7 @@ def _check_root(node: Mapping[str, Any], path: str, problems: list[str]) -> None
 def _check_enum(node: Mapping[str, Any], path: str, problems: list[str]) -> None:
     kind = node.get("type")
     for index, option in enumerate(node.get("enum") or []):
-        actual = _json_type(option)
+        actual = json_type(option)
         if kind is not None and actual != kind and not (actual == "integer" and kind == "number"):
             problems.append(
                 f"{path}.enum[{index}]: Invalid value: {_go_value(option)}: must be of type {kind}"
@@ -855,7 +856,8 @@ def _supported_format(schema: Schema) -> str:
 # --- Go's ways of printing values ----------------------------------------------------------------
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a decoded JSON value."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -886,7 +888,7 @@ def _enum_equal(value: Any, option: Any) -> bool:
 
 def _go_kind(value: Any) -> tuple[str, str]:
     """The JSON type and the Go format kube-openapi infers for a decoded JSON value."""
-    kind = _json_type(value)
+    kind = json_type(value)
     if kind == "integer":
         return kind, "int64"
     if kind == "number":
