@@ -40,6 +40,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from events.codec import EventDecodeError, UnknownEventType, decode_event, nats_subject
 from events.types import Event
 from services.runtime.bus import BusConfig, dead_letter
+from services.runtime.cancellation import honour_lost_cancellation
 
 __all__ = [
     "Accepted",
@@ -148,14 +149,18 @@ async def consume_events(
         started.set()
     try:
         while True:
+            # Each pass through nats-py (fetch, ack, nak, dead letter) may have lost a cancel.
+            honour_lost_cancellation()
             try:
                 messages = await sub.fetch(batch, timeout=5.0)
             except TimeoutError:
                 continue
             except NatsError as error:
+                honour_lost_cancellation()
                 log.warning("%s: fetching events: %r", rejected_by, error)
                 await asyncio.sleep(0.5)
                 continue
+            honour_lost_cancellation()
             for msg in messages:
                 await _process(js, msg, handle, rejected_by, bus, max_deliver, unknown_types, stats)
     finally:

@@ -23,11 +23,10 @@ The Sandbox reconciler is also the shell's keeper of two inputs the planner cann
 Pods are indexed by their ``agents.x-k8s.io/sandbox-name-hash`` label: that is how a Sandbox
 finds the Pods it controls without reading every Pod of its namespace.
 
-NetworkPolicies reach the worker only if the watcher publishes them. Until it does, the template
-reconciler knows its NetworkPolicy from the answers to its own writes (a create that finds one
-already there reads it back), which the cache keeps for ``written_ttl`` seconds: enough to
-converge, not enough to notice a later edit or to delete the policy when a template turns
-Unmanaged long after.
+The watcher publishes the NetworkPolicies whose controller is a SandboxTemplate (or a legacy
+SandboxClaim), so the template reconciler sees its own policy, and edits of it, on the bus. A
+foreign policy that happens to carry the managed name is not published: the reconciler learns
+of it from the answer to its create, and leaves it alone.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from services.runtime.cancellation import stop_tasks
 from services.watcher.kubeapi import CONNECTION_ERRORS, KubeApi, KubeApiError
 from services.watcher.lease import (
     LeaseTimings,
@@ -72,6 +73,9 @@ class LeaseElector:
         """The mark found on the Lease when this replica took it."""
         self.transitions = 0
         """How many times this replica became leader."""
+        self.standing_by_for: str | None = None
+        """The holder this replica last found on the Lease while not leading (None: it leads,
+        or has not read the Lease yet)."""
 
     # -- what the rest of the watcher asks --------------------------------------------------
 
@@ -103,10 +107,12 @@ class LeaseElector:
         try:
             yield self
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await self._release()
+            # Not ``suppress(CancelledError)`` around ``await task``: that would also swallow
+            # a cancellation of the caller arriving meanwhile; stop_tasks defers it instead.
+            try:
+                await stop_tasks((task,))
+            finally:
+                await self._release()
 
     async def _loop(self) -> None:
         while True:
@@ -155,6 +161,7 @@ class LeaseElector:
         action = next_action(lease, self._observation, self.identity, started, self.timings)
         if action == "wait":
             self._lease = lease
+            self._note_holder(holder_of(lease))
             return
         if action == "renew":
             # The Lease names us but we do not lead: a previous run of this replica (same
@@ -191,7 +198,20 @@ class LeaseElector:
                 return None
             raise
 
+    def _note_holder(self, holder: str) -> None:
+        """Log once per holder, not once per retry, that this replica stands by."""
+        if holder != self.standing_by_for:
+            self.standing_by_for = holder
+            log.info(
+                "%s is a standby: lease %s/%s is held by %s",
+                self.identity,
+                self.namespace,
+                self.name,
+                holder or "nobody",
+            )
+
     def _won(self, started: float, written: dict[str, Any], *, renewal: bool) -> None:
+        self.standing_by_for = None
         self._lease = written
         if not renewal:
             self.transitions += 1

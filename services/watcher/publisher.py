@@ -55,6 +55,7 @@ from events.types import (
     observed_event,
 )
 from services.runtime.bus import BusConfig, ensure_bus, publish_dead_letter
+from services.runtime.cancellation import honour_lost_cancellation, supervise
 from services.watcher.diffing import Change, ObjectKey
 from services.watcher.recovery import LowWater, Seqs, StoredEventError, stored_event
 from services.watcher.resources import WatchedResource
@@ -154,9 +155,10 @@ class Publisher:
     async def run(self) -> None:
         """Drain the queues until cancelled, or until this replica stops leading
         (:class:`LeadershipLost`)."""
-        async with asyncio.TaskGroup() as group:
-            for index, queue in enumerate(self._queues):
-                group.create_task(self._drain(queue), name=f"watcher-publish-{index}")
+        await supervise(
+            (f"watcher-publish-{index}", self._drain(queue))
+            for index, queue in enumerate(self._queues)
+        )
 
     async def _drain(self, queue: asyncio.Queue[Change]) -> None:
         while True:
@@ -329,6 +331,7 @@ class Publisher:
                     rejected_by="watcher",
                     ack_timeout=self._ack_timeout,
                 )
+                honour_lost_cancellation()
                 break
             except TRANSIENT as error:
                 log.info("dead-lettering %s: %r; retrying", change.event_id, error)

@@ -1,34 +1,55 @@
-"""What the watcher watches: the seven kinds of sandbus, and built-in objects with our labels.
+"""What the watcher watches: the seven kinds of sandbus, and built-in objects that are ours.
 
 The seven custom kinds (:data:`api.kinds.ALL_KINDS`) are watched whole, cluster-wide: every
-object of them is ours. Pods, Services, PersistentVolumeClaims and Jobs are shared with the rest
-of the cluster, so only those that carry one of the label keys our controllers put on them are
-selected. The keys, by resource, and who writes them (spec/agent-sandbox.md §10,
+object of them is ours. Pods, Services, PersistentVolumeClaims, Jobs and NetworkPolicies are
+shared with the rest of the cluster, so only ours are selected: those that carry one of the
+label keys our controllers put on them, or, for NetworkPolicies, that are controlled by one of
+our kinds. By resource, and who writes the mark (spec/agent-sandbox.md §3.1, §3.3, §10,
 spec/opensandbox.md §1.5):
 
 ==========================  ===================================================================
-Pod                         ``agents.x-k8s.io/sandbox-name-hash`` (a Sandbox's Pod, warm or not),
-                            ``agents.x-k8s.io/adoptable`` (a pre-provisioned Pod we may adopt),
-                            ``sandbox.opensandbox.io/pool-name`` (a Pool's Pod),
+Pod                         label ``agents.x-k8s.io/sandbox-name-hash`` (a Sandbox's Pod, warm
+                            or not), ``agents.x-k8s.io/adoptable`` (a pre-provisioned Pod we
+                            may adopt), ``sandbox.opensandbox.io/pool-name`` (a Pool's Pod),
                             ``batch-sandbox.sandbox.opensandbox.io/name`` (a non-pooled
                             BatchSandbox Pod)
-Service                     ``agents.x-k8s.io/sandbox-name-hash``, ``agents.x-k8s.io/adoptable``
-PersistentVolumeClaim       ``agents.x-k8s.io/sandbox-name-hash``, ``agents.x-k8s.io/adoptable``
-Job                         ``sandbox.opensandbox.io/sandbox-snapshot-name`` (commit and unpause
-                            Jobs of a SandboxSnapshot)
+Service                     label ``agents.x-k8s.io/sandbox-name-hash``,
+                            ``agents.x-k8s.io/adoptable``
+PersistentVolumeClaim       label ``agents.x-k8s.io/sandbox-name-hash``,
+                            ``agents.x-k8s.io/adoptable``
+Job                         label ``sandbox.opensandbox.io/sandbox-snapshot-name`` (commit and
+                            unpause Jobs of a SandboxSnapshot)
+NetworkPolicy               controller ownerReference to a SandboxTemplate (the template's
+                            shared ``<template>-network-policy``, which the sandbox worker
+                            creates, updates and deletes) or to a SandboxClaim (the legacy
+                            per-claim ``<claim>-network-policy`` the claim worker removes)
 ==========================  ===================================================================
 
-An object is selected when it carries *any* of its resource's keys, with any value. Kubernetes
-label selectors can only AND requirements, so "any of several keys" cannot be asked of the API
-server in one watch. Two shapes were possible: one watch per key, merged, or one unfiltered watch
-filtered here. Merging watches breaks the one property the watcher is built on, a single
-resourceVersion order per object (two streams deliver the same Pod at different moments, and an
-older state could overwrite a newer one), so a resource with several keys is watched unfiltered
-and filtered by :meth:`WatchedResource.selects`; a resource with one key (Jobs) is filtered by
-the API server with an existence selector. The cost of the unfiltered watch is reading every
-Pod, Service and PVC of the cluster; the watcher keeps nothing of the objects it does not select.
-An object that stops carrying the keys leaves the selection: that is published as a deletion,
-which is what a label-selector watch of the API server would report too.
+Why NetworkPolicies are selected by owner and not by label: the template's policy carries no
+label of ours (services/sandbox/template.py sets none), while its controller reference is
+always there, since it is how the garbage collector deletes the policy with its template. It
+is also how upstream's template controller watches them (``Owns(NetworkPolicy)``,
+spec/agent-sandbox.md §3.1). The group and kind of the reference are compared, not its
+version: a reference written through another served version names the same owner. A policy
+named ``<template>-network-policy`` that someone else made is not ours and is not published;
+the sandbox worker learns of it from the answer to its create.
+
+An object is selected when it carries *any* of its resource's marks. Kubernetes label
+selectors can only AND requirements, and cannot select by owner at all, so "any of several
+keys" cannot be asked of the API server in one watch. Two shapes were possible: one watch per
+key, merged, or one unfiltered watch filtered here. Merging watches breaks the one property the
+watcher is built on, a single resourceVersion order per object (two streams deliver the same
+Pod at different moments, and an older state could overwrite a newer one), so a resource with
+several keys, or selected by owner, is watched unfiltered and filtered by
+:meth:`WatchedResource.selects`; a resource with one label key and nothing else (Jobs) is
+filtered by the API server with an existence selector. The cost of the unfiltered watch is
+reading every Pod, Service, PVC and NetworkPolicy of the cluster; the watcher keeps nothing of
+the objects it does not select. An object that loses its mark (its labels, or its controller
+reference when it is orphaned) leaves the selection: that is published as a deletion, which is
+what a label-selector watch of the API server would report too.
+
+The watcher's ClusterRole (deploy/base/rbac/watcher.yaml) must allow get, list and watch on
+every resource here; a unit test holds the two together.
 """
 
 from __future__ import annotations
@@ -37,6 +58,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from api.agents import SandboxClaim, SandboxTemplate
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH
 from api.kinds import ALL_KINDS
 from api.opensandbox import (
@@ -58,7 +80,10 @@ class WatchedResource:
     version: str
     plural: str
     label_keys: tuple[str, ...] = ()
-    """Selected objects carry at least one of these; empty means every object is selected."""
+    """Selected objects carry at least one of these label keys..."""
+    controllers: tuple[tuple[str, str], ...] = ()
+    """...or a controller ownerReference to one of these ``(API group, kind)``. Neither label
+    keys nor controllers: every object is selected."""
 
     @property
     def api_version(self) -> str:
@@ -75,20 +100,24 @@ class WatchedResource:
     def label_selector(self) -> str | None:
         """What the API server can filter for us: an existence requirement on a single key.
 
-        None when the resource is watched whole, or when it needs "any of several keys", which
-        a label selector cannot express (see the module docstring).
+        None when the resource is watched whole, or when it needs "any of several keys" or an
+        owner, which a label selector cannot express (see the module docstring).
         """
-        return self.label_keys[0] if len(self.label_keys) == 1 else None
+        if len(self.label_keys) == 1 and not self.controllers:
+            return self.label_keys[0]
+        return None
 
     def selects(self, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj`` is one of ours."""
-        if not self.label_keys:
+        if not self.label_keys and not self.controllers:
             return True
         metadata = obj.get("metadata")
-        labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-        if not isinstance(labels, Mapping):
+        if not isinstance(metadata, Mapping):
             return False
-        return any(key in labels for key in self.label_keys)
+        labels = metadata.get("labels")
+        if isinstance(labels, Mapping) and any(key in labels for key in self.label_keys):
+            return True
+        return self.controllers != () and _controller_of(metadata) in self.controllers
 
     def complete(self, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj`` with ``apiVersion`` and ``kind`` filled in, as list items of built-in kinds
@@ -96,6 +125,21 @@ class WatchedResource:
         obj.setdefault("apiVersion", self.api_version)
         obj.setdefault("kind", self.kind)
         return obj
+
+
+def _controller_of(metadata: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(API group, kind)`` of the controller ownerReference, if there is one."""
+    references = metadata.get("ownerReferences")
+    if not isinstance(references, list):
+        return None
+    for reference in references:
+        if isinstance(reference, Mapping) and reference.get("controller") is True:
+            api_version, kind = reference.get("apiVersion"), reference.get("kind")
+            if not isinstance(api_version, str) or not isinstance(kind, str):
+                return None
+            group = api_version.rpartition("/")[0]  # "" for the core group ("v1")
+            return (group, kind)
+    return None
 
 
 CUSTOM_RESOURCES: tuple[WatchedResource, ...] = tuple(
@@ -134,6 +178,16 @@ BUILTIN_RESOURCES: tuple[WatchedResource, ...] = (
         version="v1",
         plural="jobs",
         label_keys=(LABEL_SANDBOX_SNAPSHOT_NAME,),
+    ),
+    WatchedResource(
+        kind="NetworkPolicy",
+        group="networking.k8s.io",
+        version="v1",
+        plural="networkpolicies",
+        controllers=(
+            (SandboxTemplate.KIND.group, SandboxTemplate.KIND.kind),
+            (SandboxClaim.KIND.group, SandboxClaim.KIND.kind),
+        ),
     ),
 )
 

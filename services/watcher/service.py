@@ -16,6 +16,13 @@ A session:
 A new leader therefore publishes exactly what changed since the last event that reached the
 bus, whoever published it, and the fences and deterministic ids absorb a moment of overlap.
 
+Stopping: one cancellation stops a replica, at any moment, within a bound. Every task it
+starts (the Lease loop, the session, its publishing and watch tasks) is cancelled and awaited
+on the way out, the Lease is released if held, and the NATS connection is closed with a bound;
+:mod:`services.watcher.cancellation` explains why that needs more than ``TaskGroup`` on
+Python 3.11. Operators read in the log when a replica leads, stands by, recovers and stops
+leading (and why); :mod:`.watching` logs the relists and watch restarts.
+
 Connections: NATS reconnects forever (nats-py buffers publishes while it does, and every write
 is retried until acknowledged); the API server is retried by each loop with backoff. Neither
 being down at start-up is fatal: the service waits for both.
@@ -24,12 +31,12 @@ being down at start-up is fatal: the service waits for both.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import nats
 from kubernetes_asyncio.client import ApiClient
@@ -39,6 +46,7 @@ from nats.js.errors import APIError
 from events.headers import CONTENT_TYPE, TRACEPARENT, TRACESTATE
 from events.subjects import EVENT_LOG_SUBJECTS, STATE_SUBJECTS, state_subject
 from services.runtime.bus import ensure_bus
+from services.runtime.cancellation import honour_lost_cancellation, stop_tasks, supervise
 from services.runtime.settings import Settings, kube_api_client
 from services.watcher.config import WatcherConfig
 from services.watcher.diffing import ObjectKey, Seen
@@ -70,7 +78,7 @@ from services.watcher.streams import (
 )
 from services.watcher.watching import ResourceWatcher
 
-__all__ = ["Session", "Watcher", "connect_nats", "serve"]
+__all__ = ["Session", "Watcher", "close_quietly", "connect_nats", "redacted", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +141,7 @@ class Watcher:
         while True:
             try:
                 await ensure_bus(self.js, self.config.bus)
+                honour_lost_cancellation()
                 return
             except (*TRANSIENT, APIError) as error:
                 log.warning("provisioning the bus: %r; retrying", error)
@@ -146,27 +155,38 @@ class Watcher:
         lost = asyncio.create_task(self.elector.wait_lost(), name="watcher-lost")
         try:
             await asyncio.wait({leading, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            log.info("%s is stopping; ending its session", self.config.identity)
+            raise
         finally:
-            for task in (leading, lost):
-                task.cancel()
-            await asyncio.gather(leading, lost, return_exceptions=True)
+            await stop_tasks((leading, lost))
             # The session's last mark stays true after it: record it on release.
             final = session.low_water.value if session.low_water is not None else None
             self.elector.low_water = lambda: final
-        if leading.done() and not leading.cancelled():
-            error = leading.exception()
+        error = leading.exception() if leading.done() and not leading.cancelled() else None
+        if error is not None and self.elector.is_leader():
             # Losing the lease fails the session's writes (LeadershipLost) by design; anything
             # else while still leading is a fault worth a log line and a pause.
-            if error is not None and self.elector.is_leader():
-                log.error("the watcher session failed; starting a new one", exc_info=error)
-                await asyncio.sleep(1.0)
-        log.info("%s stopped leading", self.config.identity)
+            log.error("the watcher session failed; starting a new one", exc_info=error)
+            await asyncio.sleep(1.0)
+        else:
+            log.info(
+                "%s stopped leading: %s",
+                self.config.identity,
+                "its session ended" if self.elector.is_leader() else "it lost the Lease",
+            )
 
     async def _lead(self, session: Session) -> None:
         # Until recovered, renewals keep the mark the Lease already carries (the predecessor's).
         self.elector.low_water = lambda: None
         recovered, low_water = await self._recover(session)
         session.recovered, session.low_water = recovered, low_water
+        log.info(
+            "%s recovered what was published: %d objects, event log read from sequence %s",
+            self.config.identity,
+            len(recovered.view),
+            session.scanned_from or 1,
+        )
         self.elector.low_water = lambda: low_water.value
         views: dict[str, dict[ObjectKey, Seen]] = defaultdict(dict)
         for key, seen in recovered.view.items():
@@ -196,11 +216,13 @@ class Watcher:
             )
             for resource in self.resources
         ]
-        async with asyncio.TaskGroup() as group:
-            group.create_task(publisher.run(), name="watcher-publisher")
-            for watcher in session.watchers:
-                group.create_task(watcher.run(), name=f"watch-{watcher.resource.plural}")
-            group.create_task(self._mark_ready(session), name="watcher-ready")
+        await supervise(
+            [
+                ("watcher-publisher", publisher.run()),
+                *((f"watch-{w.resource.plural}", w.run()) for w in session.watchers),
+                ("watcher-ready", self._mark_ready(session)),
+            ]
+        )
 
     async def _mark_ready(self, session: Session) -> None:
         for watcher in session.watchers:
@@ -236,6 +258,7 @@ class Watcher:
         start = max(marks) if marks else None
         session.scanned_from = start
         last_seq = (await self.js.stream_info(bus.event_log_stream)).state.last_seq
+        honour_lost_cancellation()
         logged: dict[ObjectKey, tuple[StoredEvent, bytes, dict[str, str]]] = {}
         if start is None or start <= last_seq:
             async for msg in read_range(
@@ -310,7 +333,15 @@ async def connect_nats(url: str, *, name: str) -> Client:
         log.info("NATS reconnected")
 
     async def error(exc: Exception) -> None:
-        log.debug("NATS: %r", exc)
+        # nats-py retries a first connection by itself, forever: say once that it is trying.
+        if not connected and not warned:
+            warned.append(exc)
+            log.warning("cannot connect to NATS at %s: %r; retrying until it answers", shown, exc)
+        else:
+            log.debug("NATS: %r", exc)
+
+    warned: list[Exception] = []
+    shown = redacted(url)
 
     backoff = Backoff(initial=0.2, maximum=5.0)
     while True:
@@ -327,11 +358,45 @@ async def connect_nats(url: str, *, name: str) -> Client:
                 "reconnected_cb": reconnected,
                 "error_cb": error,
             }
-            connected.append(await nats.connect(url, **options))
-            return connected[0]
+            client = await nats.connect(url, **options)
         except (*TRANSIENT, nats.errors.NoServersError) as failure:
-            log.warning("cannot connect to NATS at %s: %r; retrying", url, failure)
+            log.warning("cannot connect to NATS at %s: %r; retrying", shown, failure)
             await backoff.wait()
+            continue
+        connected.append(client)
+        try:
+            honour_lost_cancellation()
+        except asyncio.CancelledError:
+            await close_quietly(client)
+            raise
+        log.info("connected to NATS at %s", shown)
+        return client
+
+
+def redacted(url: str) -> str:
+    """``url`` (one or several, comma-separated) with its secrets masked, fit for a log line:
+    the NATS URL of a Deployment carries the service's password (``user:password@``), and a
+    lone ``token@`` is a secret too."""
+
+    def one(part: str) -> str:
+        split = urlsplit(part.strip())
+        _, at, host = split.netloc.rpartition("@")
+        if not at:
+            return part.strip()
+        shown = f"{split.username}:***" if split.password is not None else "***"
+        return urlunsplit(split._replace(netloc=f"{shown}@{host}"))
+
+    return ",".join(one(part) for part in url.split(","))
+
+
+async def close_quietly(nc: Client, *, bound: float = 2.0) -> None:
+    """Close ``nc``, giving up after ``bound`` seconds: a stop must not hang on a NATS that is
+    away (whatever was still buffered for it is lost either way)."""
+    try:
+        async with asyncio.timeout(bound):
+            await nc.close()
+    except Exception as error:
+        log.debug("closing the NATS connection: %r", error)
 
 
 async def serve(settings: Settings) -> None:
@@ -345,5 +410,4 @@ async def serve(settings: Settings) -> None:
         finally:
             await api_client.close()
     finally:
-        with contextlib.suppress(Exception):
-            await nc.close()
+        await close_quietly(nc)

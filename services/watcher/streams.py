@@ -15,6 +15,9 @@ Three operations that the publisher and the recovery need, kept thin:
   again after it, if this replica still leads). Transient failures (NATS restarting,
   timeouts) are retried with backoff for as long as ``may_write`` says so: a change is never
   dropped while this replica leads.
+
+Each of them, and every retry through :class:`Backoff`, raises a cancellation that nats-py
+lost on the way (:func:`services.watcher.cancellation.honour_lost_cancellation`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RawStreamMsg
 from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
+
+from services.runtime.cancellation import honour_lost_cancellation
 
 __all__ = [
     "ERR_WRONG_LAST_SEQUENCE",
@@ -69,6 +74,9 @@ class Backoff:
         self._current = 0.0
 
     async def wait(self) -> None:
+        # Every retry loop passes here: the place to stop one whose cancellation a failed
+        # call swallowed (the sleep alone would not raise it).
+        honour_lost_cancellation()
         self._current = min(self.maximum, max(self.initial, self._current * 2))
         await asyncio.sleep(random.uniform(self._current / 2, self._current))
 
@@ -111,13 +119,16 @@ async def read_range(
     consumer_name = config.name  # pull_subscribe names the ephemeral consumer in the config
     try:
         info = await sub.consumer_info()
+        honour_lost_cancellation()
         if not info.num_pending:
             return
         while True:
             try:
                 messages = await sub.fetch(batch, timeout=fetch_timeout)
             except TimeoutError:
+                honour_lost_cancellation()
                 continue
+            honour_lost_cancellation()
             for msg in messages:
                 yield msg
                 if msg.metadata.num_pending == 0:
@@ -132,9 +143,11 @@ async def read_range(
 
 async def last_message(js: JetStreamContext, stream: str, subject: str) -> RawStreamMsg | None:
     try:
-        return await js.get_last_msg(stream, subject, direct=True)
+        last = await js.get_last_msg(stream, subject, direct=True)
     except NotFoundError:
-        return None
+        last = None
+    honour_lost_cancellation()
+    return last
 
 
 async def fenced_publish(
@@ -174,6 +187,7 @@ async def fenced_publish(
                 headers=fenced,
                 msg_ttl=msg_ttl,
             )
+            honour_lost_cancellation()
         except APIError as error:
             if error.err_code == ERR_WRONG_LAST_SEQUENCE:
                 stats.fenced += 1

@@ -25,6 +25,12 @@ sharing the leader's :class:`~services.watcher.publisher.Publisher`. The loop:
 The view is updated when a change is *decided*, before it is published: the next decision
 about the same object must see it, and the publisher keeps the order. :meth:`submit` waits
 while the publisher is full, which pauses the stream: that is the backpressure.
+
+What an operator reads in the log, per resource: each relist with its reason (the session
+started, the watch expired, repeated failures) and then its counts (objects selected, changes
+to publish, deletions of vanished objects), and each restart of a watch with its cause and the
+resourceVersion it resumes from (INFO; WARNING for a stall or a failure). Single events are
+never logged: at thousands per second that would drown everything else.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ log = logging.getLogger(__name__)
 _CHANGE_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})
 _RETRIED: tuple[type[BaseException], ...] = (KubeApiError, *CONNECTION_ERRORS)
 _FAILURES_BEFORE_RELIST = 3
+_SESSION_START = "the session started"
 
 
 @dataclass
@@ -116,38 +123,57 @@ class ResourceWatcher:
     async def run(self) -> None:
         backoff = Backoff(initial=0.1, maximum=5.0)
         failures = 0
+        relist_reason = _SESSION_START
+        kind = self.resource.kind
         while True:
             try:
                 if self.resource_version is None:
-                    await self._relist()
+                    await self._relist(relist_reason)
                     self.synced.set()
                 await self._watch()
                 self.stats.clean_ends += 1
                 failures = 0
                 backoff.reset()
+                log.info(
+                    "%s: the watch reached its server timeout; watching again from %s",
+                    kind,
+                    self.resource_version,
+                )
             except Expired as error:
                 self.stats.expired += 1
-                log.info("%s: %s; relisting", self.resource.kind, error)
+                relist_reason = f"the watch expired ({error})"
                 self.resource_version = None
             except StreamStalled as error:
                 self.stats.stalls += 1
-                log.warning("%s: %s; watching again", self.resource.kind, error)
+                log.warning("%s: %s; watching again from %s", kind, error, self.resource_version)
             except StreamBroken as error:
                 self.stats.broken += 1
-                log.info("%s: %s; watching again", self.resource.kind, error)
+                log.info("%s: %s; watching again from %s", kind, error, self.resource_version)
                 await backoff.wait()
             except _RETRIED as error:
                 self.stats.errors += 1
                 failures += 1
-                log.warning("%s: %r (failure %d)", self.resource.kind, error, failures)
-                if failures >= _FAILURES_BEFORE_RELIST:
+                if failures >= _FAILURES_BEFORE_RELIST or self.resource_version is None:
+                    relist_reason = f"after {failures} failed attempt(s), the last: {error!r}"
+                    log.warning("%s: %r (failure %d); relisting", kind, error, failures)
                     self.resource_version = None
+                else:
+                    log.warning(
+                        "%s: %r (failure %d); watching again from %s",
+                        kind,
+                        error,
+                        failures,
+                        self.resource_version,
+                    )
                 await backoff.wait()
 
     # -- relist -----------------------------------------------------------------------------
 
-    async def _relist(self) -> None:
+    async def _relist(self, reason: str) -> None:
         self.stats.relists += 1
+        if reason != _SESSION_START:  # every resource relists then: one line each is enough
+            log.info("%s: relisting: %s", self.resource.kind, reason)
+        decided = self.stats.decided
         listed: set[ObjectKey] = set()
         list_version: str | None = None
         token: str | None = None
@@ -175,10 +201,21 @@ class ResourceWatcher:
             token = metadata.get("continue") or None
             if not token:
                 break
-        await self._decide(vanished_changes(self.view, listed))
+        vanished = vanished_changes(self.view, listed)
+        await self._decide(vanished)
         if list_version is None:
             raise KubeApiError(500, "BadResponse", "the list carries no resourceVersion")
         self.resource_version = list_version
+        log.info(
+            "%s: relisted at resourceVersion %s (%s): %d objects selected, %d changes to "
+            "publish (%d deletions of objects that vanished)",
+            self.resource.kind,
+            list_version,
+            reason,
+            len(listed),
+            self.stats.decided - decided,
+            len(vanished),
+        )
 
     # -- watch ------------------------------------------------------------------------------
 

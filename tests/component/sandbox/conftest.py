@@ -235,7 +235,7 @@ async def cluster_and_watcher(
                 # The watcher is another service under test elsewhere; a watcher that does not
                 # stop when cancelled is logged here, not failed, so that these tests judge
                 # the sandbox worker alone.
-                async with running(watcher.run(), "watcher", tolerate_hang=True) as task:
+                async with running(watcher.run(), "watcher") as task:
                     await _wait_ready(watcher, task)
                     yield cluster, nc, js, bus
         finally:

@@ -30,7 +30,6 @@ from tests.unit.api.manifests import EXAMPLES_DIR, load_documents
 
 Json = dict[str, Any]
 ObjectId = tuple[str, str, str]  # kind, namespace, name
-WATCHED_STORAGES = {"pods", "services", "persistentvolumeclaims", "jobs"}
 
 
 # --- the cluster's own history ---------------------------------------------------------------
@@ -48,10 +47,17 @@ class Committed:
     uid: str
     labels: dict[str, str]
     at: float
+    owner_references: tuple[Json, ...] = ()
 
     @property
     def object_id(self) -> ObjectId:
         return (self.kind, self.namespace, self.name)
+
+    @property
+    def marks(self) -> Json:
+        """What decides whether the watcher selects it (labels, controller), as an object."""
+        metadata = {"labels": self.labels, "ownerReferences": list(self.owner_references)}
+        return {"metadata": metadata}
 
 
 @dataclass
@@ -77,6 +83,7 @@ class ClusterHistory:
                 uid=metadata.get("uid", ""),
                 labels=dict(metadata.get("labels") or {}),
                 at=time.monotonic(),
+                owner_references=tuple(metadata.get("ownerReferences") or ()),
             )
         )
 
@@ -167,7 +174,7 @@ def committed(history: ClusterHistory, kinds: Iterable[str]) -> dict[ObjectId, l
     resources = {r.kind: r for r in WATCHED_RESOURCES}
     result: dict[ObjectId, list[Committed]] = {}
     for commit in history.of(kinds):
-        if resources[commit.kind].selects({"metadata": {"labels": commit.labels}}):
+        if resources[commit.kind].selects(commit.marks):
             result.setdefault(commit.object_id, []).append(commit)
     return result
 
@@ -289,12 +296,12 @@ def lagging(
     for change in history.changes:
         if change.kind in wanted and change.object_id not in never:
             final[change.object_id] = change
-            if resources[change.kind].selects({"metadata": {"labels": change.labels}}):
+            if resources[change.kind].selects(change.marks):
                 ever_selected.add(change.object_id)
     last = {entry.object_id: entry for entry in logged}
     for object_id, change in final.items():
         entry = last.get(object_id)
-        selected = resources[change.kind].selects({"metadata": {"labels": change.labels}})
+        selected = resources[change.kind].selects(change.marks)
         if change.type == "DELETED" or not selected:
             if entry is None:
                 if object_id in ever_selected:

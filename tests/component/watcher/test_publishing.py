@@ -116,7 +116,7 @@ def expected_changes(history: ClusterHistory) -> dict[tuple[str, str, str], list
     expected: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     for commit in history.of(ALL_KINDS):
         resource = selects[commit.kind]
-        if not resource.selects({"metadata": {"labels": commit.labels}}):
+        if not resource.selects(commit.marks):
             continue
         change = {"ADDED": "added", "MODIFIED": "modified", "DELETED": "deleted"}[commit.type]
         expected.setdefault(commit.object_id, []).append((commit.rv, change))

@@ -22,18 +22,20 @@ def labelled(labels: dict[str, str] | None) -> dict[str, Any]:
     return {"metadata": {"labels": labels} if labels is not None else {}}
 
 
-def test_all_seven_kinds_and_four_builtins_are_watched_cluster_wide() -> None:
+def test_all_seven_kinds_and_five_builtins_are_watched_cluster_wide() -> None:
     assert {r.kind for r in CUSTOM_RESOURCES} == {k.KIND.kind for k in ALL_KINDS}
     assert {r.kind for r in BUILTIN_RESOURCES} == {
         "Pod",
         "Service",
         "PersistentVolumeClaim",
         "Job",
+        "NetworkPolicy",
     }
     assert RESOURCES["Sandbox"].path == "/apis/agents.x-k8s.io/v1beta1/sandboxes"
     assert RESOURCES["Pod"].path == "/api/v1/pods"
     assert RESOURCES["Job"].path == "/apis/batch/v1/jobs"
     assert RESOURCES["Job"].api_version == "batch/v1"
+    assert RESOURCES["NetworkPolicy"].path == "/apis/networking.k8s.io/v1/networkpolicies"
 
 
 def test_our_kinds_are_selected_whole() -> None:
@@ -63,9 +65,61 @@ def test_builtins_are_selected_by_any_of_our_label_keys(
     assert RESOURCES[kind].selects(labelled(labels)) is selected
 
 
+def controlled_by(*references: Any) -> dict[str, Any]:
+    return {"metadata": {"ownerReferences": list(references)}}
+
+
+def reference(api_version: str, kind: str, *, controller: Any = True) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": "owner",
+        "uid": "0000",
+        "controller": controller,
+    }
+
+
+TEMPLATE_API = "extensions.agents.x-k8s.io/v1beta1"
+
+
+@pytest.mark.parametrize(
+    ("obj", "selected"),
+    [
+        (controlled_by(reference(TEMPLATE_API, "SandboxTemplate")), True),
+        (controlled_by(reference(TEMPLATE_API, "SandboxClaim")), True),
+        # Another served version of the same group names the same owner.
+        (controlled_by(reference("extensions.agents.x-k8s.io/v1alpha1", "SandboxTemplate")), True),
+        (
+            controlled_by(
+                reference("apps/v1", "Deployment", controller=False),
+                reference(TEMPLATE_API, "SandboxTemplate"),
+            ),
+            True,
+        ),
+        # An owner that is not the controller does not make it ours.
+        (controlled_by(reference(TEMPLATE_API, "SandboxTemplate", controller=False)), False),
+        (controlled_by(reference(TEMPLATE_API, "SandboxTemplate", controller="true")), False),
+        (controlled_by(reference("apps/v1", "Deployment")), False),
+        (controlled_by(reference("agents.x-k8s.io/v1beta1", "Sandbox")), False),
+        (controlled_by(reference("example.com/v1", "SandboxTemplate")), False),
+        (controlled_by(), False),
+        (labelled({LABEL_SANDBOX_NAME_HASH: "1a2b3c4d"}), False),
+        (labelled(None), False),
+        ({"metadata": {"ownerReferences": "not a list"}}, False),
+        (controlled_by({"kind": "SandboxTemplate", "controller": True}), False),
+        ({"metadata": None}, False),
+    ],
+)
+def test_network_policies_are_selected_by_a_controller_of_our_kinds(
+    obj: dict[str, Any], selected: bool
+) -> None:
+    assert RESOURCES["NetworkPolicy"].selects(obj) is selected
+
+
 def test_only_a_single_key_is_left_to_the_api_server() -> None:
     assert RESOURCES["Job"].label_selector == LABEL_SANDBOX_SNAPSHOT_NAME
     assert RESOURCES["Pod"].label_selector is None  # "any of four keys" is not a selector
+    assert RESOURCES["NetworkPolicy"].label_selector is None  # nor is an owner
 
 
 def test_list_items_get_their_kind_back() -> None:

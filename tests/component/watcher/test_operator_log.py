@@ -1,0 +1,94 @@
+"""What an operator reads in the watcher's log: leadership, recovery, relists with their reason
+and counts, watch restarts, and the stop; never a line per event."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+from kubernetes_asyncio import client as k8s
+from nats.aio.client import Client
+
+from services.devcluster import DevCluster
+from tests.component.watcher.harness import (
+    ClusterHistory,
+    api_client,
+    burst,
+    eventually,
+    quiet_cluster,
+    record_history,
+    running_watcher,
+    wait_caught_up,
+    watcher_config,
+)
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[DevCluster]:
+    async with quiet_cluster() as running:
+        yield running
+
+
+@pytest.fixture
+def history(cluster: DevCluster) -> ClusterHistory:
+    return record_history(cluster)
+
+
+@pytest.fixture
+async def client(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[k8s.ApiClient]:
+    async with api_client(cluster, tmp_path) as api:
+        yield api
+
+
+@pytest.fixture
+async def nc(nats_url: str) -> AsyncIterator[Client]:
+    connection = await nats.connect(nats_url)
+    yield connection
+    await connection.close()
+
+
+async def test_the_log_tells_leadership_relists_and_restarts_but_not_events(
+    cluster: DevCluster,
+    client: k8s.ApiClient,
+    nc: Client,
+    history: ClusterHistory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="services.watcher")
+    async with running_watcher(nc, client, watcher_config("logged")) as watcher:
+        assert watcher.session is not None
+        sandboxes = next(w for w in watcher.session.watchers if w.resource.kind == "Sandbox")
+
+        async def expire() -> None:
+            assert cluster.faults.break_watches("expire", resource="sandboxes") == 1
+
+        async def abort() -> None:
+            assert cluster.faults.break_watches("abort", resource="sandboxes") == 1
+
+        await burst(client, 300, {100: expire, 200: abort})
+        await wait_caught_up(nc.jetstream(), history, ["Sandbox"])
+
+        async def relisted() -> bool:
+            return sandboxes.stats.relists >= 2 and sandboxes.stats.broken >= 1
+
+        await eventually(relisted)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("services.watcher")]
+    text = "\n".join(lines)
+
+    assert "logged leads default/sandbus-watcher" in text
+    assert "logged recovered what was published: 0 objects" in text
+    assert "Sandbox: relisted at resourceVersion" in text
+    assert "(the session started): 0 objects selected" in text
+    assert "NetworkPolicy: relisted at resourceVersion" in text
+    assert "Sandbox: relisting: the watch expired" in text
+    assert any(
+        line.startswith("Sandbox: the watch stream broke") and "watching again from" in line
+        for line in lines
+    ), text
+    assert "logged is stopping; ending its session" in text
+    assert "logged released default/sandbus-watcher" in text
+    # 300 changes, and a few dozen lines: nothing is logged per event.
+    assert len(lines) < 60, text
