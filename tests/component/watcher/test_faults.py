@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import nats
-import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
@@ -30,7 +27,6 @@ from tests.component.watcher.harness import (
     burst,
     eventually,
     quiet_cluster,
-    record_history,
     running_watcher,
     wait_caught_up,
     wait_publishing,
@@ -38,30 +34,6 @@ from tests.component.watcher.harness import (
 )
 
 KINDS = ["Sandbox"]
-
-
-@pytest.fixture
-async def cluster() -> AsyncIterator[DevCluster]:
-    async with quiet_cluster() as running:
-        yield running
-
-
-@pytest.fixture
-def history(cluster: DevCluster) -> ClusterHistory:
-    return record_history(cluster)
-
-
-@pytest.fixture
-async def client(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[k8s.ApiClient]:
-    async with api_client(cluster, tmp_path) as api:
-        yield api
-
-
-@pytest.fixture
-async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
-    connection = await nats.connect(nats_server.url, max_reconnect_attempts=-1)
-    yield connection
-    await connection.close()
 
 
 async def test_a_broken_watch_stream_resumes_without_a_gap(

@@ -9,10 +9,8 @@ with its garbage collector, and the watcher in-process.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
@@ -22,13 +20,11 @@ from services.devcluster.gc import run as garbage_collector
 from tests.component.watcher.harness import (
     ClusterHistory,
     Logged,
-    api_client,
     by_object,
     event_log,
     eventually,
     example,
     quiet_cluster,
-    record_history,
     running_watcher,
     watcher_config,
 )
@@ -42,24 +38,6 @@ Json = dict[str, Any]
 async def cluster() -> AsyncIterator[DevCluster]:
     async with quiet_cluster(controllers=[garbage_collector]) as running:
         yield running
-
-
-@pytest.fixture
-def history(cluster: DevCluster) -> ClusterHistory:
-    return record_history(cluster)
-
-
-@pytest.fixture
-async def client(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[k8s.ApiClient]:
-    async with api_client(cluster, tmp_path) as api:
-        yield api
-
-
-@pytest.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    connection = await nats.connect(nats_url)
-    yield connection
-    await connection.close()
 
 
 def owner(template: Json, *, controller: bool = True) -> Json:

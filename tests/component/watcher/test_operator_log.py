@@ -4,10 +4,7 @@ and counts, watch restarts, and the stop; never a line per event."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import nats
 import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
@@ -15,39 +12,12 @@ from nats.aio.client import Client
 from services.devcluster import DevCluster
 from tests.component.watcher.harness import (
     ClusterHistory,
-    api_client,
     burst,
     eventually,
-    quiet_cluster,
-    record_history,
     running_watcher,
     wait_caught_up,
     watcher_config,
 )
-
-
-@pytest.fixture
-async def cluster() -> AsyncIterator[DevCluster]:
-    async with quiet_cluster() as running:
-        yield running
-
-
-@pytest.fixture
-def history(cluster: DevCluster) -> ClusterHistory:
-    return record_history(cluster)
-
-
-@pytest.fixture
-async def client(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[k8s.ApiClient]:
-    async with api_client(cluster, tmp_path) as api:
-        yield api
-
-
-@pytest.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    connection = await nats.connect(nats_url)
-    yield connection
-    await connection.close()
 
 
 async def test_the_log_tells_leadership_relists_and_restarts_but_not_events(

@@ -7,13 +7,10 @@ record of commits is the reference the event log is compared with.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import nats
-import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
@@ -24,7 +21,6 @@ from services.devcluster import DevCluster
 from services.watcher.resources import CUSTOM_RESOURCES
 from tests.component.watcher.harness import (
     ClusterHistory,
-    api_client,
     by_object,
     event_log,
     example,
@@ -32,8 +28,6 @@ from tests.component.watcher.harness import (
     labelled_pod,
     labelled_pvc,
     labelled_service,
-    quiet_cluster,
-    record_history,
     running_watcher,
     wait_caught_up,
     watcher_config,
@@ -43,30 +37,6 @@ MERGE = "application/merge-patch+json"
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 BUILTIN_KINDS = ("Pod", "Service", "PersistentVolumeClaim", "Job")
 ALL_KINDS = tuple(r.kind for r in CUSTOM_RESOURCES) + BUILTIN_KINDS
-
-
-@pytest.fixture
-async def cluster() -> AsyncIterator[DevCluster]:
-    async with quiet_cluster() as running:
-        yield running
-
-
-@pytest.fixture
-def history(cluster: DevCluster) -> ClusterHistory:
-    return record_history(cluster)
-
-
-@pytest.fixture
-async def client(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[k8s.ApiClient]:
-    async with api_client(cluster, tmp_path) as api:
-        yield api
-
-
-@pytest.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    connection = await nats.connect(nats_url)
-    yield connection
-    await connection.close()
 
 
 async def exercise_custom(custom: k8s.CustomObjectsApi, kind: str, name: str) -> None:

@@ -22,19 +22,15 @@ from nats.aio.client import Client
 from events.codec import decode_event
 from events.subjects import state_subject
 from events.types import observed_event
-from services.devcluster import DevCluster
 from services.runtime.bus import BusConfig, ensure_bus, publish_event
 from services.runtime.natsd import NatsServer
 from services.watcher.streams import last_message
 from tests.component.watcher.harness import (
     ClusterHistory,
-    api_client,
     by_object,
     event_log,
     eventually,
     example,
-    quiet_cluster,
-    record_history,
     running_watcher,
     wait_caught_up,
     watcher_config,
@@ -45,32 +41,8 @@ MERGE = "application/merge-patch+json"
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[DevCluster]:
-    async with quiet_cluster() as running:
-        yield running
-
-
-@pytest.fixture
-def history(cluster: DevCluster) -> ClusterHistory:
-    return record_history(cluster)
-
-
-@pytest.fixture
-async def client(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[k8s.ApiClient]:
-    async with api_client(cluster, tmp_path) as api:
-        yield api
-
-
-@pytest.fixture
 async def custom(client: k8s.ApiClient) -> k8s.CustomObjectsApi:
     return k8s.CustomObjectsApi(client)
-
-
-@pytest.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
-    connection = await nats.connect(nats_url, max_reconnect_attempts=-1)
-    yield connection
-    await connection.close()
 
 
 async def relabel(custom: k8s.CustomObjectsApi, name: str, value: str) -> None:

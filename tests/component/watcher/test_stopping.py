@@ -18,7 +18,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from random import Random
 
 import nats
@@ -26,15 +25,12 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
-from services.devcluster import DevCluster
 from services.runtime.natsd import NatsServer
 from services.watcher.lease import acquired_lease
 from services.watcher.service import Watcher
 from tests.component.watcher.harness import (
-    api_client,
     burst,
     eventually,
-    quiet_cluster,
     wait_ready,
     watcher_config,
 )
@@ -42,18 +38,6 @@ from tests.component.watcher.harness import (
 BOUND = 5.0
 """Seconds a single cancel may take to stop the whole watcher."""
 ROUNDS_PER_MOMENT = 6
-
-
-@pytest.fixture
-async def cluster() -> AsyncIterator[DevCluster]:
-    async with quiet_cluster() as running:
-        yield running
-
-
-@pytest.fixture
-async def client(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[k8s.ApiClient]:
-    async with api_client(cluster, tmp_path) as api:
-        yield api
 
 
 @pytest.fixture
