@@ -93,3 +93,14 @@ def format_instant(instant: datetime) -> str:
     """RFC 3339 in UTC with milliseconds: how every history command prints a time."""
     utc = instant.astimezone(UTC)
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def format_age(age: timedelta) -> str:
+    """kubectl's style: ``45s``, ``12m``, ``3h``, ``4d``."""
+    seconds = int(age.total_seconds())
+    if seconds < 0:
+        return "-"
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= 2 * size or (unit == "m" and seconds >= size):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 import yaml
 
 from events.types import DecisionMade, ObjectAdded, ObjectDeleted, ObjectModified, WarmQueued
 from services.history.folding import ObjectKey, ObjectVersion
-from services.history.instants import format_instant
+from services.history.instants import format_age, format_instant
 from services.history.records import LogRecord, UnreadableRecord
 from services.history.summaries import object_summary
 from services.history.timeline import TimelineEntry, describe_decision
@@ -25,7 +25,6 @@ from services.history.timeline import TimelineEntry, describe_decision
 __all__ = [
     "OutputFormat",
     "event_line",
-    "format_age",
     "object_list",
     "state_table",
     "timeline_lines",
@@ -72,17 +71,6 @@ def event_line(record: LogRecord) -> str:
             f"template {entry.template_hash}",
         ]
     )
-
-
-def format_age(age: timedelta) -> str:
-    """kubectl's style: ``45s``, ``12m``, ``3h``, ``4d``."""
-    seconds = int(age.total_seconds())
-    if seconds < 0:
-        return "-"
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= 2 * size or (unit == "m" and seconds >= size):
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def _created(version: ObjectVersion) -> datetime:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from events.envelope import ObjectRef
@@ -30,6 +30,7 @@ from events.types import (
 )
 from services.history.diffing import describe_changes, version_changes
 from services.history.folding import ObjectKey, object_key
+from services.history.instants import format_age
 from services.history.records import LogRecord
 from services.history.summaries import object_summary
 
@@ -74,7 +75,13 @@ def describe_decision(decision: Decision, actions: Sequence[DecisionAction] | No
     if decision.error:
         parts.append(f"error: {decision.error}")
     if decision.requeue_after_seconds is not None:
-        parts.append(f"requeue in {decision.requeue_after_seconds:g}s")
+        after = decision.requeue_after_seconds
+        # A far shutdownTime asks for a requeue years away: say "1309d", not "1.13e+08s".
+        parts.append(
+            f"requeue in {after:g}s"
+            if after < 120
+            else f"requeue in {format_age(timedelta(seconds=after))}"
+        )
     return "; ".join(parts)
 
 

@@ -9,10 +9,10 @@ import yaml
 
 from events.types import DecisionAction
 from services.history.folding import ObjectKey, state_at
+from services.history.instants import format_age
 from services.history.records import UnreadableRecord
 from services.history.render import (
     event_line,
-    format_age,
     object_list,
     state_table,
     timeline_lines,

@@ -127,3 +127,14 @@ def test_other_objects_changes_are_not_in_the_timeline() -> None:
         change("added", sandbox("a", 2, namespace="other", uid="x"), 2),
     ]
     assert len(build_timeline(records(events), ObjectKey("Sandbox", "default", "a"))) == 1
+
+
+def test_a_requeue_years_away_reads_in_days() -> None:
+    """A Sandbox whose shutdownTime is far off asks to be woken then, not in 1.13124e+08s."""
+    events: list[Event] = [
+        decision(
+            "sandbox", ref("SandboxClaim", "c1"), 1, reason="waiting", requeue_after=113_124_000
+        )
+    ]
+    [entry] = build_timeline(records(events), C1)
+    assert entry.text.endswith("requeue in 1309d")
