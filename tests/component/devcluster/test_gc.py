@@ -8,17 +8,14 @@ test finalizer the test removes itself, so every wait below ends on an observabl
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
 
 from services.devcluster import DevCluster, LatencyModel, SimulationSettings
 from services.devcluster.gc import GarbageCollector, GcConfig
-
-Json = dict[str, Any]
+from tests.component.devcluster.rest import Json, create, watch_until
 
 HOLD = "test.sandbus.io/hold"
 
@@ -46,13 +43,6 @@ async def http(cluster: DevCluster) -> AsyncIterator[aiohttp.ClientSession]:
 
 def configmaps(namespace: str = "default") -> str:
     return f"/api/v1/namespaces/{namespace}/configmaps"
-
-
-async def create(http: aiohttp.ClientSession, path: str, body: Json) -> Json:
-    async with http.post(path, json=body) as response:
-        created: Json = await response.json()
-        assert response.status == 201, created
-        return created
 
 
 async def create_namespace(http: aiohttp.ClientSession, name: str) -> None:
@@ -95,37 +85,6 @@ async def delete(http: aiohttp.ClientSession, path: str, policy: str | None = No
         body: Json = await response.json()
         assert response.status == 200, body
         return body
-
-
-async def watch_until(
-    http: aiohttp.ClientSession,
-    collection: str,
-    name: str,
-    predicate: Callable[[Json | None], bool],
-    *,
-    within: float = 5.0,
-) -> list[Json | None]:
-    """Every version of one object seen (None = deleted) until ``predicate`` holds."""
-    seen: list[Json | None] = []
-    selector = {"fieldSelector": f"metadata.name={name}"}
-    async with asyncio.timeout(within):
-        async with http.get(collection, params=selector) as response:
-            listed = await response.json()
-        seen.append(listed["items"][0] if listed["items"] else None)
-        if predicate(seen[-1]):
-            return seen
-        params = {
-            **selector,
-            "watch": "true",
-            "resourceVersion": listed["metadata"]["resourceVersion"],
-        }
-        async with http.get(collection, params=params) as response:
-            async for line in response.content:
-                event = json.loads(line)
-                seen.append(None if event["type"] == "DELETED" else event["object"])
-                if predicate(seen[-1]):
-                    return seen
-    raise AssertionError("watch ended before the condition held")
 
 
 def gone(obj: Json | None) -> bool:

@@ -7,9 +7,7 @@ writes is one the real client can deserialise).
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -19,8 +17,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from services.devcluster import DevCluster, LatencyModel, SimulationSettings
 from services.devcluster.kubelet import FAIL_ANNOTATION, FailureRule, JobOutcome, KubeletConfig
-
-Json = dict[str, Any]
+from tests.component.devcluster.rest import Json, create, watch_until
 
 FAST = KubeletConfig(
     nodes=2,
@@ -72,46 +69,6 @@ def pod_body(
         "metadata": {"name": name, "annotations": annotations or {}, "labels": labels or {}},
         "spec": spec,
     }
-
-
-async def create(http: aiohttp.ClientSession, path: str, body: Json) -> Json:
-    async with http.post(path, json=body) as response:
-        created: Json = await response.json()
-        assert response.status == 201, created
-        return created
-
-
-async def watch_until(
-    http: aiohttp.ClientSession,
-    collection: str,
-    name: str,
-    predicate: Callable[[Json | None], bool],
-    *,
-    within: float = 5.0,
-) -> list[Json | None]:
-    """Every version of one object seen (None = deleted) until ``predicate`` holds."""
-    seen: list[Json | None] = []
-    selector = {"fieldSelector": f"metadata.name={name}"}
-    async with asyncio.timeout(within):
-        async with http.get(collection, params=selector) as response:
-            listed = await response.json()
-        current = listed["items"][0] if listed["items"] else None
-        seen.append(current)
-        if predicate(current):
-            return seen
-        params = {
-            **selector,
-            "watch": "true",
-            "resourceVersion": listed["metadata"]["resourceVersion"],
-        }
-        async with http.get(collection, params=params) as response:
-            async for line in response.content:
-                event = json.loads(line)
-                obj = None if event["type"] == "DELETED" else event["object"]
-                seen.append(obj)
-                if predicate(obj):
-                    return seen
-    raise AssertionError("watch ended before the condition held")
 
 
 def condition(pod: Json | None, kind: str) -> str | None:
