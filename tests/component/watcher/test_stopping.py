@@ -55,12 +55,14 @@ async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
 _NOT_THE_WATCHERS = (
     "/nats/aio/client.py",
     "/nats/aio/transport.py",
+    "/asyncio/streams.py",
     "/aiohttp/web_",
     "/services/devcluster/",
     "/asyncio/locks.py",
 )
 """Where the coroutines of tasks that are not the watcher's come from: the NATS connection the
-test hands in (its reader, flusher, pinger and reconnect loop, replaced across an outage), and
+test hands in (its reader, flusher, pinger and reconnect loop, replaced across an outage, and the
+``open_connection`` a reconnect attempt wraps in a task of its own), and
 the development cluster serving in this process (its request handlers, and the ``Event.wait``
 tasks its ``asyncio.wait_for`` calls wrap)."""
 
