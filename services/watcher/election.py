@@ -41,6 +41,9 @@ _RELEASE_FAILURES: tuple[type[BaseException], ...] = (
     *CONNECTION_ERRORS,
 )
 
+_RELEASE_PATIENCE = 5.0
+"""Seconds a stopping leader waits for the API server to accept the released Lease."""
+
 log = logging.getLogger(__name__)
 
 
@@ -226,14 +229,18 @@ class LeaseElector:
         self._changed.set()
 
     async def _release(self) -> None:
-        if not self.is_leader() or self._lease is None:
-            return
+        # Not gated on is_leader(): a loaded replica may stop just after its renew deadline,
+        # and its Lease should still be handed back. The write is conditional on the
+        # resourceVersion of our last write, so it fails (409) if anyone took the Lease since.
         lease = self._lease
+        if lease is None or holder_of(lease) != self.identity:
+            return
         self._leading_until = 0.0
         self._changed.set()
         body = released_lease(lease, now=datetime.now(UTC), low_water=self.low_water())
         try:
-            async with asyncio.timeout(self.timings.retry_period * 2):
+            # A stop has the Pod's grace period; a slow API server should not cost the handover.
+            async with asyncio.timeout(max(self.timings.retry_period * 2, _RELEASE_PATIENCE)):
                 await self._kube.replace(self._path, body)
             log.info("%s released %s/%s", self.identity, self.namespace, self.name)
         except _RELEASE_FAILURES as error:
