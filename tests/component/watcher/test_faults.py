@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
 from services.devcluster import DevCluster
 from services.runtime.natsd import NatsServer
+from services.watcher.service import Watcher
 from tests.component.watcher.harness import (
     ClusterHistory,
     api_client,
@@ -36,6 +38,12 @@ from tests.component.watcher.harness import (
 KINDS = ["Sandbox"]
 
 
+def sandbox_watch_stats(watcher: Watcher) -> Any:
+    """The counters of the watch of Sandboxes in the watcher's current session."""
+    assert watcher.session is not None
+    return next(w.stats for w in watcher.session.watchers if w.resource.kind == "Sandbox")
+
+
 async def test_a_broken_watch_stream_resumes_without_a_gap(
     cluster: DevCluster, client: k8s.ApiClient, nc: Client, history: ClusterHistory
 ) -> None:
@@ -46,7 +54,7 @@ async def test_a_broken_watch_stream_resumes_without_a_gap(
 
         await burst(client, 1000, {400: abort})
         logged = await wait_caught_up(nc.jetstream(), history, ["Sandbox"])
-        stats = next(w.stats for w in watcher.session.watchers if w.resource.kind == "Sandbox")  # type: ignore[union-attr]
+        stats = sandbox_watch_stats(watcher)
     assert stats.broken >= 1 and stats.relists == 1
     assert_exact(history, logged, KINDS)
 
@@ -61,7 +69,7 @@ async def test_a_closed_watch_stream_resumes_without_a_gap(
 
         await burst(client, 300, {120: close})
         logged = await wait_caught_up(nc.jetstream(), history, ["Sandbox"])
-        stats = next(w.stats for w in watcher.session.watchers if w.resource.kind == "Sandbox")  # type: ignore[union-attr]
+        stats = sandbox_watch_stats(watcher)
     assert stats.watches >= 2 and stats.relists == 1
     assert_exact(history, logged, KINDS)
 
@@ -77,7 +85,7 @@ async def test_a_stalled_watch_is_restarted_by_the_inactivity_watchdog(
 
         await burst(client, 200, {80: stall})
         logged = await wait_caught_up(nc.jetstream(), history, ["Sandbox"])
-        stats = next(w.stats for w in watcher.session.watchers if w.resource.kind == "Sandbox")  # type: ignore[union-attr]
+        stats = sandbox_watch_stats(watcher)
     assert stats.stalls >= 1 and stats.relists == 1
     assert_exact(history, logged, KINDS)
 
@@ -92,7 +100,7 @@ async def test_a_410_mid_burst_relists_and_publishes_only_real_changes(
 
         await burst(client, 1000, {400: expire})
         logged = await wait_caught_up(nc.jetstream(), history, ["Sandbox"])
-        stats = next(w.stats for w in watcher.session.watchers if w.resource.kind == "Sandbox")  # type: ignore[union-attr]
+        stats = sandbox_watch_stats(watcher)
     assert stats.expired >= 1 and stats.relists >= 2
     assert watcher.stats.duplicates == 0
     assert_consistent(history, logged, KINDS)
@@ -114,7 +122,7 @@ async def test_a_compacted_history_makes_the_resume_a_relist(
 
         await burst(client, 300, {150: stall, 180: compact_then_close})
         logged = await wait_caught_up(nc.jetstream(), history, ["Sandbox"])
-        stats = next(w.stats for w in watcher.session.watchers if w.resource.kind == "Sandbox")  # type: ignore[union-attr]
+        stats = sandbox_watch_stats(watcher)
     assert stats.relists >= 2
     assert watcher.stats.duplicates == 0
     assert_consistent(history, logged, KINDS)
