@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsClient
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from services.runtime.natsd import find_nats_server
@@ -80,6 +81,19 @@ class Client:
         await self.nc.publish(subject, payload, reply=self.nc.new_inbox())
         await self.nc.flush()
         return await self._reported(subject)
+
+    async def follow(self, subject: str) -> Subscription:
+        """Subscribe to ``subject`` and return once the server has the subscription.
+
+        One flush is not enough with nats-py: its PING is written to the socket at once, while
+        the SUB waits in the pending buffer for the flusher task, so the PONG can come back
+        before the server has seen the SUB. By the second flush the flusher has run, and the
+        server answers that PING only after the SUB ahead of it.
+        """
+        subscription = await self.nc.subscribe(subject)
+        await self.nc.flush()
+        await self.nc.flush()
+        return subscription
 
     async def subscribe_refused(self, subject: str) -> bool:
         """Like :meth:`publish_refused`, for a subscription."""
