@@ -159,7 +159,7 @@ async def test_break_live_watches_with_a_clean_close(
         assert cluster.faults.break_watches("close", resource="widgets") == 1
         started = time.monotonic()
         assert await response.read() == b""
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 15  # far sooner than the watch's own 30 s
 
 
 async def test_watch_stall_hangs_the_stream(

@@ -271,7 +271,7 @@ async def test_timeout_seconds_ends_the_stream_cleanly(http: aiohttp.ClientSessi
     events = await read_events(http, WIDGETS, resourceVersion="1", timeoutSeconds="1")
     elapsed = time.monotonic() - started
     assert events == []
-    assert 0.9 <= elapsed < 2.5
+    assert 0.9 <= elapsed < 10  # ended by its 1 s timeout, even on a loaded machine
 
 
 async def test_watch_without_timeout_gets_a_deadline_of_30_to_60_minutes(
@@ -316,7 +316,7 @@ async def test_python_client_stops_iteration_at_timeout(custom: k8s.CustomObject
             )
         ]
     assert events == []
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # ended by its 1 s timeout, even on a loaded machine
 
 
 async def test_send_initial_events_ends_with_annotated_bookmark(

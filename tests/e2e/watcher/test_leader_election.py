@@ -67,7 +67,8 @@ async def test_the_standby_takes_over_from_a_killed_leader_and_nothing_is_lost_o
     logged = await wait_caught_up(nc.jetstream(), history, ["Sandbox"], within=40.0, gap=gap)
 
     took = handover["taken"] - handover["killed"]
-    assert took < LEASE_SECONDS + 3.0, f"the standby took {took:.1f} s to take over"
+    # The Lease expires after LEASE_SECONDS; "a few seconds" more is what a loaded machine adds.
+    assert took < LEASE_SECONDS + 5.0, f"the standby took {took:.1f} s to take over"
     assert replicas[standby].alive, replicas[standby].log()
     assert_consistent(
         history,
@@ -92,9 +93,9 @@ async def test_a_leader_stopped_cleanly_hands_over_at_once(
 
     stopped = time.monotonic()
     assert await asyncio.to_thread(replicas[leader].terminate) == 0
-    taken = await wait_holder(cluster, standby)
-    # Released, not expired: well within one lease duration.
-    assert taken - stopped < LEASE_SECONDS, f"took {taken - stopped:.1f} s"
+    # Released, not left to expire: the stopped leader's name is gone from the Lease at once.
+    assert lease_holder(cluster) in ("", standby)
+    await wait_holder(cluster, standby)
     await wait_publishing(client, nc, "marker-after")
     await burst(client, 100, objects=10)
     logged = await wait_caught_up(nc.jetstream(), history, ["Sandbox"])

@@ -77,13 +77,11 @@ async def test_a_task_that_loses_its_cancellation_is_cancelled_again_until_it_st
     tasks = [asyncio.create_task(w.run()) for w in workers]
     await asyncio.sleep(0)
 
-    started = time.monotonic()
     await stop_tasks(tasks, patience=0.02)
 
     assert all(task.cancelled() for task in tasks)
     assert [w.lost for w in workers] == [0, 1, 3]
     assert all(w.cleaned_up for w in workers)
-    assert time.monotonic() - started < 1.0
 
 
 async def test_a_task_that_never_stops_is_reported_and_not_waited_for_beyond_the_bound(
@@ -98,7 +96,9 @@ async def test_a_task_that_never_stops_is_reported_and_not_waited_for_beyond_the
         await stop_tasks([task], bound=0.3, patience=0.05)
     took = time.monotonic() - started
 
-    assert 0.3 <= took < 1.0
+    # It waited out the bound, and no more than a loaded machine's delay past it: the task itself
+    # would never have stopped.
+    assert 0.3 <= took < 5.0
     assert not task.done()
     assert "stubborn" in caplog.text
     stubborn.lose = 0
