@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 
 import nats
@@ -83,14 +83,7 @@ async def _provision(connect: Connect) -> None:
 def test_the_server_accepts_the_config_with_every_password_set() -> None:
     passwords = {variable: "x" for variable in example_password_variables()}
 
-    result = subprocess.run(
-        [_nats_server(), "-t", "-c", str(NATS_CONF)],
-        env={**os.environ, **passwords},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = _check_config(passwords)
 
     assert result.returncode == 0, result.stderr + result.stdout
 
@@ -104,17 +97,21 @@ def test_a_missing_password_stops_the_server_and_names_it() -> None:
         if not key.startswith("SANDBUS_NATS_PASSWORD_")
     }
 
-    result = subprocess.run(
-        [_nats_server(), "-t", "-c", str(NATS_CONF)],
-        env={**environment, **passwords},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = _check_config(passwords, environment)
 
     assert result.returncode != 0
     assert "SANDBUS_NATS_PASSWORD_CLAIM" in result.stderr + result.stdout
+
+
+def test_a_password_of_digits_alone_stops_the_server() -> None:
+    # deploy/README.md warns of this: nats-server reads such a value as a number, not a string.
+    passwords = {variable: "x" for variable in example_password_variables()}
+    passwords["SANDBUS_NATS_PASSWORD_READER"] = "12345678"
+
+    result = _check_config(passwords)
+
+    assert result.returncode != 0
+    assert "is int64, not string" in result.stderr + result.stdout
 
 
 async def test_a_wrong_password_is_refused(secured_nats: SecuredNats) -> None:
@@ -524,3 +521,17 @@ def test_the_pre_stop_signal_puts_the_server_into_lame_duck_mode(secured_nats: S
 
 def _nats_server() -> str:
     return find_nats_server()
+
+
+def _check_config(
+    passwords: dict[str, str], environment: Mapping[str, str] = os.environ
+) -> subprocess.CompletedProcess[str]:
+    """``nats-server -t``: parse the committed config with these passwords, start nothing."""
+    return subprocess.run(
+        [_nats_server(), "-t", "-c", str(NATS_CONF)],
+        env={**environment, **passwords},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
