@@ -2,7 +2,7 @@
 
 Run on purpose (it is not a test)::
 
-    /work/venv/bin/python bench/devcluster_list_watch.py [--objects N] [--kinds KIND ...]
+    .venv/bin/python bench/devcluster_list_watch.py [--objects N] [--kinds KIND ...]
 
 For each kind (configmaps, sandboxes) a child process starts a fresh in-process
 :class:`DevCluster` (zero latency model, no kubelet and no garbage collector, so only the API

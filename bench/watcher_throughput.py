@@ -3,7 +3,7 @@ beside the raw JetStream publish rate measured in the same run.
 
 Run on purpose (it is not a test)::
 
-    /work/venv/bin/python bench/watcher_throughput.py [--changes 5000] [--objects 200]
+    .venv/bin/python bench/watcher_throughput.py [--changes 5000] [--objects 200]
 
 Setup: an embedded nats-server, the development cluster in this process (zero latency, no
 kubelet, no garbage collector) with ``--objects`` Sandboxes, and ``sandbus run watcher`` as its

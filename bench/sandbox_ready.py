@@ -1,0 +1,261 @@
+"""Benchmark: Sandboxes from create to Ready through sandbus, beside bare Pods from create to
+Ready on the same development cluster in the same run.
+
+Run on purpose (it is not a test)::
+
+    .venv/bin/python bench/sandbox_ready.py [--count 100] [--concurrency 10] [--pod-ready-delay 0.2]
+
+Setup, as in production but on one machine: an embedded nats-server, ``sandbus devcluster`` (its
+simulated kubelet readies a started Pod after ``--pod-ready-delay`` seconds) and ``sandbus run
+watcher`` and ``sandbus run sandbox``, each its own process. This process only creates objects
+and follows one watch, so its own work is small beside what it measures.
+
+- **bare Pod** (the baseline): ``--count`` Pods are created, ``--concurrency`` requests at a time,
+  straight through the API; each is timed from its create request to the first watch event that
+  shows it Ready. This is what a cold Pod costs on this cluster, with nothing of sandbus in it.
+- **Sandbox through sandbus**: the same for Sandboxes. The path is the product's: the watcher
+  publishes the Sandbox to the event log; the sandbox worker plans and creates its Pod; the
+  kubelet starts it; the watcher publishes the Pod's change; the worker writes the Sandbox's
+  Ready condition. The difference from the baseline is sandbus's own cost per Sandbox.
+
+Both kinds get one object first (not counted) so that every process is up, elected and
+subscribed before the clock runs. Every figure is from one machine, shared and noisy: compare
+figures from the same run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import nats
+
+from services.runtime.bus import BusConfig, ensure_bus
+from services.runtime.natsd import NatsServer
+
+NAMESPACE = "default"
+PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+SANDBOXES = f"/apis/agents.x-k8s.io/v1beta1/namespaces/{NAMESPACE}/sandboxes"
+POD_SPEC = {"containers": [{"name": "runtime", "image": "python:3.12"}]}
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": POD_SPEC}
+
+
+def sandbox(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "agents.x-k8s.io/v1beta1",
+        "kind": "Sandbox",
+        "metadata": {"name": name},
+        "spec": {"podTemplate": {"spec": POD_SPEC}},
+    }
+
+
+def is_ready(obj: dict[str, Any]) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Timing:
+    label: str
+    latencies: list[float]
+    wall: float
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.wall
+
+    def percentile(self, fraction: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def to_ready(
+    http: aiohttp.ClientSession,
+    collection: str,
+    make: Callable[[str], dict[str, Any]],
+    names: list[str],
+    concurrency: int,
+    limit: float,
+) -> tuple[list[float], float]:
+    """Create ``names`` and return each one's seconds from create request to Ready, and the
+    seconds from the first request to the last Ready."""
+    sent: dict[str, float] = {}
+    ready: dict[str, float] = {}
+    all_ready = asyncio.Event()
+    async with http.get(collection) as response:
+        response.raise_for_status()
+        resource_version = (await response.json())["metadata"]["resourceVersion"]
+
+    async def follow() -> None:
+        params = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": "600"}
+        async with http.get(collection, params=params) as stream:
+            stream.raise_for_status()
+            async for line in stream.content:
+                obj = json.loads(line)["object"]
+                name = obj.get("metadata", {}).get("name")
+                if name in sent and name not in ready and is_ready(obj):
+                    ready[name] = time.perf_counter()
+                    if len(ready) == len(names):
+                        all_ready.set()
+
+    pending = iter(names)
+
+    async def create() -> None:
+        for name in pending:
+            sent[name] = time.perf_counter()
+            async with http.post(collection, json=make(name)) as response:
+                if response.status != 201:
+                    raise RuntimeError(f"create {name}: {response.status} {await response.text()}")
+
+    watching = asyncio.create_task(follow())
+    try:
+        await asyncio.sleep(0.1)  # the watch is open before the first create
+        started = time.perf_counter()
+        await asyncio.gather(*(create() for _ in range(concurrency)))
+        async with asyncio.timeout(limit):
+            await all_ready.wait()
+    finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+    return [ready[name] - sent[name] for name in names], max(ready.values()) - started
+
+
+def sandbus_command() -> list[str]:
+    sandbus = Path(sys.executable).parent / "sandbus"
+    return [str(sandbus)] if sandbus.is_file() else [sys.executable, "-m", "services.cli"]
+
+
+def start(arguments: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [*sandbus_command(), *arguments], stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def cluster_url(kubeconfig: Path, process: subprocess.Popen[bytes]) -> str:
+    deadline = time.monotonic() + 60
+    while not kubeconfig.is_file():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("sandbus devcluster did not start")
+        await asyncio.sleep(0.05)
+    match = re.search(r"server:\s*(\S+)", kubeconfig.read_text())
+    if match is None:
+        raise RuntimeError(f"no server in {kubeconfig}")
+    return match.group(1).strip("'\"")
+
+
+async def main(args: argparse.Namespace) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
+    kubeconfig = workdir / "kubeconfig"
+    processes: list[subprocess.Popen[bytes]] = []
+    timings: list[Timing] = []
+    try:
+        with NatsServer(store_dir=workdir / "nats") as natsd:
+            connection = await nats.connect(natsd.url)
+            await ensure_bus(connection.jetstream(), BusConfig())
+            await connection.close()
+            devcluster = start(
+                [
+                    "devcluster",
+                    "--port",
+                    "0",
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--pod-ready-delay",
+                    str(args.pod_ready_delay),
+                ],
+                workdir / "devcluster.log",
+            )
+            processes.append(devcluster)
+            url = await cluster_url(kubeconfig, devcluster)
+            for service in ("watcher", "sandbox"):
+                processes.append(
+                    start(
+                        ["run", service, "--nats", natsd.url, "--kubeconfig", str(kubeconfig)],
+                        workdir / f"{service}.log",
+                    )
+                )
+            async with aiohttp.ClientSession(base_url=url) as http:
+                for label, collection, make in (
+                    ("bare Pod (baseline)", PODS, pod),
+                    ("Sandbox through sandbus", SANDBOXES, sandbox),
+                ):
+                    prefix = "pod" if collection == PODS else "sandbox"
+                    await to_ready(http, collection, make, [f"{prefix}-warmup"], 1, 120)
+                    names = [f"{prefix}-{index}" for index in range(args.count)]
+                    latencies, wall = await to_ready(
+                        http, collection, make, names, args.concurrency, args.limit
+                    )
+                    timings.append(Timing(label, latencies, wall))
+                    progress(f"{label}: {len(names)} Ready in {wall:.2f} s")
+    finally:
+        for process in reversed(processes):
+            await asyncio.to_thread(stop, process)
+        if timings:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            progress(f"logs kept in {workdir}")
+
+    baseline = timings[0]
+    print(
+        f"\ncreate to Ready, {args.count} objects, {args.concurrency} creates in flight, "
+        f"kubelet ready delay {args.pod_ready_delay} s, Python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPUs\n"
+    )
+    print("| path | wall s | Ready/s | p50 ms | p95 ms | mean ms | wall x baseline |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for timing in timings:
+        print(
+            f"| {timing.label} | {timing.wall:.2f} | {timing.rate:,.1f} "
+            f"| {timing.percentile(0.5) * 1000:.0f} | {timing.percentile(0.95) * 1000:.0f} "
+            f"| {statistics.fmean(timing.latencies) * 1000:.0f} "
+            f"| {timing.wall / baseline.wall:.2f} |"
+        )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=100, help="objects of each kind")
+    parser.add_argument("--concurrency", type=int, default=10, help="creates in flight")
+    parser.add_argument(
+        "--pod-ready-delay", type=float, default=0.2, help="the simulated kubelet's ready delay"
+    )
+    parser.add_argument("--limit", type=float, default=300.0, help="seconds before giving up")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))
