@@ -18,9 +18,10 @@ and follows one watch, so its own work is small beside what it measures.
   kubelet starts it; the watcher publishes the Pod's change; the worker writes the Sandbox's
   Ready condition. The difference from the baseline is sandbus's own cost per Sandbox.
 
-Both kinds get one object first (not counted) so that every process is up, elected and
-subscribed before the clock runs. Every figure is from one machine, shared and noisy: compare
-figures from the same run only.
+One object of each kind is made Ready first (not counted), so that every process is up, elected
+and subscribed before the clock runs. The CPU seconds each process spent during each path are
+printed too: they show where the time goes. Every figure is from one machine, shared and
+noisy: compare figures from the same run only.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
@@ -76,11 +78,19 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Timing:
     label: str
     latencies: list[float]
     wall: float
+    cpu: dict[str, float]
+    """CPU seconds each process spent while this path was measured."""
 
     @property
     def rate(self) -> float:
@@ -180,7 +190,7 @@ async def cluster_url(kubeconfig: Path, process: subprocess.Popen[bytes]) -> str
 async def main(args: argparse.Namespace) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
     kubeconfig = workdir / "kubeconfig"
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: dict[str, subprocess.Popen[bytes]] = {}
     timings: list[Timing] = []
     try:
         with NatsServer(store_dir=workdir / "nats") as natsd:
@@ -196,33 +206,44 @@ async def main(args: argparse.Namespace) -> None:
                     str(kubeconfig),
                     "--pod-ready-delay",
                     str(args.pod_ready_delay),
+                    "--nodes",  # room for every Pod of both paths, 110 a node
+                    str(math.ceil((2 * args.count + 2) / 110)),
                 ],
                 workdir / "devcluster.log",
             )
-            processes.append(devcluster)
+            processes["devcluster"] = devcluster
             url = await cluster_url(kubeconfig, devcluster)
             for service in ("watcher", "sandbox"):
-                processes.append(
-                    start(
-                        ["run", service, "--nats", natsd.url, "--kubeconfig", str(kubeconfig)],
-                        workdir / f"{service}.log",
-                    )
+                processes[service] = start(
+                    ["run", service, "--nats", natsd.url, "--kubeconfig", str(kubeconfig)],
+                    workdir / f"{service}.log",
                 )
+            assert natsd.pid is not None
+            pids = {
+                "nats-server": natsd.pid,
+                **{name: process.pid for name, process in processes.items()},
+                "this process": os.getpid(),
+            }
+            paths = (
+                ("bare Pod (baseline)", "pod", PODS, pod),
+                ("Sandbox through sandbus", "sandbox", SANDBOXES, sandbox),
+            )
             async with aiohttp.ClientSession(base_url=url) as http:
-                for label, collection, make in (
-                    ("bare Pod (baseline)", PODS, pod),
-                    ("Sandbox through sandbus", SANDBOXES, sandbox),
-                ):
-                    prefix = "pod" if collection == PODS else "sandbox"
+                # A Sandbox Ready means every process is up, elected and subscribed: none of
+                # them starts during a measurement.
+                for _, prefix, collection, make in paths:
                     await to_ready(http, collection, make, [f"{prefix}-warmup"], 1, 120)
+                for label, prefix, collection, make in paths:
                     names = [f"{prefix}-{index}" for index in range(args.count)]
+                    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
                     latencies, wall = await to_ready(
                         http, collection, make, names, args.concurrency, args.limit
                     )
-                    timings.append(Timing(label, latencies, wall))
+                    cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+                    timings.append(Timing(label, latencies, wall, cpu))
                     progress(f"{label}: {len(names)} Ready in {wall:.2f} s")
     finally:
-        for process in reversed(processes):
+        for process in reversed(processes.values()):
             await asyncio.to_thread(stop, process)
         if timings:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -244,6 +265,12 @@ async def main(args: argparse.Namespace) -> None:
             f"| {statistics.fmean(timing.latencies) * 1000:.0f} "
             f"| {timing.wall / baseline.wall:.2f} |"
         )
+    names = list(timings[0].cpu)
+    print("\nCPU seconds each process spent while a path was measured\n")
+    print(f"| path | {' | '.join(names)} |")
+    print(f"|---|{'---:|' * len(names)}")
+    for timing in timings:
+        print(f"| {timing.label} | {' | '.join(f'{timing.cpu[n]:.2f}' for n in names)} |")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

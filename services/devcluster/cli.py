@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_false",
         help="do not install sandbus's own CRDs (only those of --crds)",
     )
-    parser.add_argument("--nodes", type=int, default=1, help="simulated nodes")
+    parser.add_argument("--nodes", type=int, default=1, help="simulated nodes, 110 Pods each")
     parser.add_argument(
         "--pod-ready-delay", type=float, default=0.2, help="seconds until a started Pod is Ready"
     )

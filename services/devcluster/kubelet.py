@@ -26,6 +26,10 @@ ImagePullBackOff), ``crash`` (CrashLoopBackOff with growing back-off, ``restartC
 ``lastState.terminated``), ``exit-0``/``exit-1`` (the containers exit; the phase follows
 ``restartPolicy``), ``never-ready`` and ``unschedulable`` (PodScheduled=False, Unschedulable).
 
+Each node holds at most ``max_pods`` Pods (110, the kubelet's default ``--max-pods``, which is
+also the ``pods`` capacity the Node reports). A Pod that finds every node full is Unschedulable
+with "Too many pods", as kube-scheduler says, and is scheduled once a Pod leaves a node.
+
 Jobs run to completion without Pods: a pluggable async action receives the Job and decides its
 outcome (default: succeed after ``job_delay``, or fail if the Job is annotated with a failing
 mode); the controller writes ``startTime``/``active``, then ``succeeded``/``failed``,
@@ -151,6 +155,7 @@ class KubeletConfig:
     job_action: JobAction | None = None
     field_manager: str = "kubelet"
     workers: int = 4
+    max_pods: int = 110
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.time_scale
@@ -195,6 +200,7 @@ class ClusterView:
     nodes: tuple[NodeInfo, ...]
     pods_per_node: Mapping[str, int] = field(default_factory=dict)
     ips_in_use: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    max_pods: int = 110
 
     def node(self, name: str) -> NodeInfo | None:
         return next((node for node in self.nodes if node.name == name), None)
@@ -496,26 +502,59 @@ def observe_stage(pod: Json, view: ClusterView) -> str:
     return "creating"
 
 
-def choose_node(pod: Json, view: ClusterView) -> NodeInfo | None:
-    """Least-loaded node whose labels satisfy ``spec.nodeSelector`` (ties: lowest index)."""
+def _selected_nodes(pod: Json, view: ClusterView) -> list[NodeInfo]:
     wanted = (pod.get("spec") or {}).get("nodeSelector") or {}
+    return [node for node in view.nodes if all(node.labels.get(k) == v for k, v in wanted.items())]
+
+
+def choose_node(pod: Json, view: ClusterView) -> NodeInfo | None:
+    """Least-loaded node with room whose labels satisfy ``spec.nodeSelector`` (ties: lowest
+    index)."""
     fitting = [
-        node for node in view.nodes if all(node.labels.get(k) == v for k, v in wanted.items())
+        node
+        for node in _selected_nodes(pod, view)
+        if view.pods_per_node.get(node.name, 0) < view.max_pods
     ]
     if not fitting:
         return None
     return min(fitting, key=lambda node: (view.pods_per_node.get(node.name, 0), node.index))
 
 
+def _is_unschedulable(pod: Json) -> bool:
+    """Not bound, and the scheduler said why (PodScheduled=False, Unschedulable)."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions
+    )
+
+
 def _unschedulable_message(pod: Json, view: ClusterView, injected: bool) -> str:
+    """kube-scheduler's FitError message: a count per reason, reasons sorted, then the
+    preemption verdict in the same form."""
     count = len(view.nodes)
-    if injected:
-        why = f"{count} node(s) were unschedulable"
-    else:
-        why = f"{count} node(s) didn't match Pod's node affinity/selector"
+    full = 0 if injected else len(_selected_nodes(pod, view))  # selected, so room was missing
+    reasons: dict[str, int] = {}
+    preemption: dict[str, int] = {}
+    if full:
+        reasons["Too many pods"] = full
+        preemption["No preemption victims found for incoming pod"] = full
+    if count - full:
+        why = (
+            "node(s) were unschedulable"
+            if injected
+            else ("node(s) didn't match Pod's node affinity/selector")
+        )
+        reasons[why] = count - full
+        preemption["Preemption is not helpful for scheduling"] = count - full
+
+    def tally(counts: dict[str, int]) -> str:
+        return ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items()))
+
     return (
-        f"0/{count} nodes are available: {why}. preemption: 0/{count} nodes are available: "
-        f"{count} Preemption is not helpful for scheduling."
+        f"0/{count} nodes are available: {tally(reasons)}. "
+        f"preemption: 0/{count} nodes are available: {tally(preemption)}."
     )
 
 
@@ -924,6 +963,8 @@ class Kubelet:
         # finished, with its IP, and the sums per node.
         self._placed: dict[str, tuple[str, str]] = {}  # uid -> (node, pod IP or "")
         self._pods_on_node: Counter[str] = Counter()
+        # Unschedulable Pods, tried again whenever a Pod leaves a node (its room may be theirs).
+        self._unschedulable: set[Hashable] = set()
         self._ips_on_node: dict[str, Counter[str]] = {}
         self.nodes = tuple(
             NodeInfo(
@@ -1000,7 +1041,12 @@ class Kubelet:
                 "lastTransitionTime": now,
             }
 
-        resources = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+        resources = {
+            "cpu": "8",
+            "memory": "32Gi",
+            "pods": str(self.config.max_pods),
+            "ephemeral-storage": "100Gi",
+        }
         return {
             "capacity": resources,
             "allocatable": resources,
@@ -1076,9 +1122,14 @@ class Kubelet:
             self._memory.pop(uid, None)
             self._reserved_ips.pop(uid, None)
             self._reserved_nodes.pop(uid, None)
+            self._unschedulable.discard(key)
             self._place(uid, None)
             self._queue.forget(key)
             return
+        if _is_unschedulable(pod):
+            self._unschedulable.add(key)
+        else:
+            self._unschedulable.discard(key)
         # A reservation ends once the API shows the decision (or the pod no longer needs it).
         uid = (pod.get("metadata") or {}).get("uid", "")
         status = pod.get("status") or {}
@@ -1103,11 +1154,15 @@ class Kubelet:
                 ips[ip] -= 1
                 if ips[ip] <= 0:
                     del ips[ip]
-        if pod is None:
-            return
-        held = (pod.get("spec") or {}).get("nodeName") or self._reserved_nodes.get(uid)
-        status = pod.get("status") or {}
+        held: str | None = None
+        status: Json = {}
+        if pod is not None:
+            held = (pod.get("spec") or {}).get("nodeName") or self._reserved_nodes.get(uid)
+            status = pod.get("status") or {}
         if not held or status.get("phase") in ("Succeeded", "Failed"):
+            if previous is not None:  # it left its node
+                for waiting in self._unschedulable:
+                    self._queue.add(waiting)
             return
         node, ip = str(held), str(status.get("podIP") or "")
         self._placed[uid] = (node, ip)
@@ -1133,7 +1188,10 @@ class Kubelet:
         for node, ip in self._reserved_ips.values():
             ips.setdefault(node, set()).add(ip)
         return ClusterView(
-            self.nodes, counts, {node: frozenset(values) for node, values in ips.items()}
+            self.nodes,
+            counts,
+            {node: frozenset(values) for node, values in ips.items()},
+            max_pods=self.config.max_pods,
         )
 
     # -- work ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ writes is one the real client can deserialise).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -224,6 +225,36 @@ async def test_unschedulable_pod(cluster: DevCluster, http: aiohttp.ClientSessio
     assert scheduled["reason"] == "Unschedulable"
     assert "nodeName" not in last["spec"]
     assert phase(last) == "Pending"
+
+
+async def test_a_full_node_leaves_a_pod_unschedulable_until_another_leaves() -> None:
+    """Each node holds ``max_pods`` Pods, as a kubelet's --max-pods; kube-scheduler says
+    "Too many pods" and tries again when a Pod leaves a node."""
+    cluster = await start_cluster(dataclasses.replace(FAST, nodes=1, max_pods=2))
+    try:
+        async with aiohttp.ClientSession(base_url=cluster.url) as http:
+            for name in ("first", "second"):
+                await create(http, PODS, pod_body(name))
+                await watch_until(http, PODS, name, is_ready)
+            await create(http, PODS, pod_body("third"))
+            seen = await watch_until(
+                http, PODS, "third", lambda p: condition(p, "PodScheduled") == "False"
+            )
+            scheduled = next(
+                c for c in (seen[-1] or {})["status"]["conditions"] if c["type"] == "PodScheduled"
+            )
+            assert scheduled["reason"] == "Unschedulable"
+            assert scheduled["message"].startswith("0/1 nodes are available: 1 Too many pods.")
+            async with http.get("/api/v1/nodes/devcluster-node-0") as response:
+                assert (await response.json())["status"]["capacity"]["pods"] == "2"
+
+            async with http.delete(f"{PODS}/first") as response:
+                assert response.status == 200
+
+            seen = await watch_until(http, PODS, "third", is_ready)
+            assert (seen[-1] or {})["spec"]["nodeName"] == "devcluster-node-0"
+    finally:
+        await cluster.stop()
 
 
 async def test_failure_rules_from_config() -> None:

@@ -251,6 +251,49 @@ def test_no_fitting_node_marks_the_pod_unschedulable_once() -> None:
     assert decision.actions == () and decision.wake_after is None
 
 
+def scheduled_condition(pod: dict[str, Any], view: ClusterView) -> dict[str, Any]:
+    driver = Driver(pod, view=view)
+    driver.run_until(lambda p: "conditions" in p["status"])
+    assert "nodeName" not in driver.pod["spec"]
+    (scheduled,) = driver.pod["status"]["conditions"]
+    assert (scheduled["type"], scheduled["status"]) == ("PodScheduled", "False")
+    return scheduled
+
+
+def test_a_full_node_is_passed_over() -> None:
+    view = ClusterView(NODES, pods_per_node={"devcluster-node-1": 1}, max_pods=1)
+    driver = Driver(make_pod(), view=view)
+    driver.run_until(lambda p: "nodeName" in p["spec"])
+    assert driver.pod["spec"]["nodeName"] == "devcluster-node-0"
+
+
+def test_when_every_node_is_full_the_pod_is_unschedulable_with_too_many_pods() -> None:
+    full = ClusterView(
+        NODES, pods_per_node={"devcluster-node-0": 110, "devcluster-node-1": 110}, max_pods=110
+    )
+
+    scheduled = scheduled_condition(make_pod(), full)
+
+    assert scheduled["reason"] == "Unschedulable"
+    assert scheduled["message"] == (
+        "0/2 nodes are available: 2 Too many pods. preemption: 0/2 nodes are available: "
+        "2 No preemption victims found for incoming pod."
+    )
+
+
+def test_a_full_selected_node_and_an_unselected_one_are_both_named() -> None:
+    # The wording and order of kube-scheduler's FitError: one count per reason, sorted.
+    view = ClusterView(NODES, pods_per_node={"devcluster-node-0": 1}, max_pods=1)
+
+    scheduled = scheduled_condition(make_pod(nodeSelector={"disk": "ssd"}), view)
+
+    assert scheduled["message"] == (
+        "0/2 nodes are available: 1 Too many pods, 1 node(s) didn't match Pod's node "
+        "affinity/selector. preemption: 0/2 nodes are available: 1 No preemption victims "
+        "found for incoming pod, 1 Preemption is not helpful for scheduling."
+    )
+
+
 def test_unschedulable_mode_never_binds() -> None:
     driver = Driver(make_pod(annotations={FAIL_ANNOTATION: "unschedulable"}))
     driver.run_until(lambda p: "conditions" in p["status"])
