@@ -541,12 +541,10 @@ def _unschedulable_message(pod: Json, view: ClusterView, injected: bool) -> str:
         reasons["Too many pods"] = full
         preemption["No preemption victims found for incoming pod"] = full
     if count - full:
-        why = (
-            "node(s) were unschedulable"
-            if injected
-            else ("node(s) didn't match Pod's node affinity/selector")
-        )
-        reasons[why] = count - full
+        if injected:
+            reasons["node(s) were unschedulable"] = count - full
+        else:
+            reasons["node(s) didn't match Pod's node affinity/selector"] = count - full
         preemption["Preemption is not helpful for scheduling"] = count - full
 
     def tally(counts: dict[str, int]) -> str:
