@@ -46,6 +46,7 @@ from typing import Any
 
 import aiohttp
 import nats
+from sandbus_processes import start_sandbus, stop
 
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.natsd import NatsServer
@@ -153,28 +154,6 @@ async def to_ready(
     return [ready[name] - sent[name] for name in names], max(ready.values()) - started
 
 
-def sandbus_command() -> list[str]:
-    sandbus = Path(sys.executable).parent / "sandbus"
-    return [str(sandbus)] if sandbus.is_file() else [sys.executable, "-m", "services.cli"]
-
-
-def start(arguments: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [*sandbus_command(), *arguments], stdout=out, stderr=subprocess.STDOUT
-        )
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 async def cluster_url(kubeconfig: Path, process: subprocess.Popen[bytes]) -> str:
     deadline = time.monotonic() + 60
     while not kubeconfig.is_file():
@@ -197,7 +176,7 @@ async def main(args: argparse.Namespace) -> None:
             connection = await nats.connect(natsd.url)
             await ensure_bus(connection.jetstream(), BusConfig())
             await connection.close()
-            devcluster = start(
+            devcluster = start_sandbus(
                 [
                     "devcluster",
                     "--port",
@@ -214,7 +193,7 @@ async def main(args: argparse.Namespace) -> None:
             processes["devcluster"] = devcluster
             url = await cluster_url(kubeconfig, devcluster)
             for service in ("watcher", "sandbox"):
-                processes[service] = start(
+                processes[service] = start_sandbus(
                     ["run", service, "--nats", natsd.url, "--kubeconfig", str(kubeconfig)],
                     workdir / f"{service}.log",
                 )

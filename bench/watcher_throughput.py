@@ -47,6 +47,7 @@ import aiohttp
 import nats
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
+from sandbus_processes import start_sandbus, stop
 
 from services.devcluster import DevCluster, LatencyModel
 from services.runtime.bus import BusConfig, ensure_bus
@@ -101,34 +102,15 @@ async def wait_for_log(js: JetStreamContext, count: int, *, limit: float = 300.0
 def start_watcher(
     identity: str, nats_url: str, kubeconfig: Path, log: Path
 ) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env.update(
-        {
+    return start_sandbus(
+        ["run", "watcher", "--nats", nats_url, "--kubeconfig", str(kubeconfig)],
+        log,
+        env={
             "SANDBUS_WATCHER_IDENTITY": identity,
             "SANDBUS_WATCHER_LEASE_SECONDS": "120",
             "SANDBUS_WATCHER_SHARDS": str(SHARDS),
-        }
+        },
     )
-    sandbus = Path(sys.executable).parent / "sandbus"
-    command = [str(sandbus)] if sandbus.is_file() else [sys.executable, "-m", "services.cli"]
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [*command, "run", "watcher", "--nats", nats_url, "--kubeconfig", str(kubeconfig)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGCONT)
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 async def patch_all(http: aiohttp.ClientSession, names: list[str], count: int, tag: str) -> float:

@@ -569,6 +569,17 @@ def _crash_backoff(config: KubeletConfig, restarts: int) -> float:
     return min(config.crash_backoff * 2.0 ** max(restarts - 1, 0), config.max_crash_backoff)
 
 
+def _finished(pod: Json, now: str, phase: str, statuses: list[Json]) -> Json:
+    """The status of a Pod whose containers have all terminated for good."""
+    return {
+        "phase": phase,
+        "conditions": _pod_conditions(
+            pod, now, sandbox=False, initialized=True, ready=False, not_ready_reason="PodCompleted"
+        ),
+        "containerStatuses": statuses,
+    }
+
+
 def _exit(pod: Json, config: KubeletConfig, now: str, exit_code: int) -> Json:
     """Status after every container exited with ``exit_code``; restartPolicy decides what next."""
     policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
@@ -611,18 +622,7 @@ def _exit(pod: Json, config: KubeletConfig, now: str, exit_code: int) -> Json:
             "conditions": _pod_conditions(pod, now, sandbox=True, initialized=True, ready=False),
             "containerStatuses": statuses,
         }
-    return {
-        "phase": "Succeeded" if exit_code == 0 else "Failed",
-        "conditions": _pod_conditions(
-            pod,
-            now,
-            sandbox=False,
-            initialized=True,
-            ready=False,
-            not_ready_reason="PodCompleted",
-        ),
-        "containerStatuses": statuses,
-    }
+    return _finished(pod, now, "Succeeded" if exit_code == 0 else "Failed", statuses)
 
 
 def _terminated_for_deletion(pod: Json, now: str) -> Json:
@@ -654,18 +654,7 @@ def _terminated_for_deletion(pod: Json, now: str) -> Json:
         status["imageID"] = previous.get("imageID", "")
         status["state"] = {"terminated": terminated}
         statuses.append(status)
-    return {
-        "phase": "Failed" if any_failed else "Succeeded",
-        "conditions": _pod_conditions(
-            pod,
-            now,
-            sandbox=False,
-            initialized=True,
-            ready=False,
-            not_ready_reason="PodCompleted",
-        ),
-        "containerStatuses": statuses,
-    }
+    return _finished(pod, now, "Failed" if any_failed else "Succeeded", statuses)
 
 
 def plan_pod(

@@ -35,6 +35,7 @@ subject of the event, and the change counts as handled. The remedy is to raise
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -208,19 +209,23 @@ class Publisher:
         headers = event_headers(
             event.id, traceparent=event.traceparent, tracestate=event.tracestate, dedup=True
         )
-        event_seq = await fenced_publish(
+        # The same event, written twice: to the event log, then as the object's latest state.
+        publish = functools.partial(
+            fenced_publish,
             self._js,
-            stream=self._bus.event_log_stream,
-            subject=event_subject(key.kind, key.namespace or None, key.name),
             payload=payload,
-            headers=headers,
-            expected=seqs.event,
             event_id=event.id,
-            stored_id=event_id_of_log_message,
             may_write=self._may_write,
             repair_bus=self._repair_bus,
             stats=self.stats,
             ack_timeout=self._ack_timeout,
+        )
+        event_seq = await publish(
+            stream=self._bus.event_log_stream,
+            subject=event_subject(key.kind, key.namespace or None, key.name),
+            headers=headers,
+            expected=seqs.event,
+            stored_id=event_id_of_log_message,
         )
         self._low_water.acked(event_seq)
         state_headers = event_headers(
@@ -229,19 +234,12 @@ class Publisher:
         state_headers[EVENT_SEQUENCE_HEADER] = str(event_seq)
         state_headers[LOW_WATER_HEADER] = str(self._low_water.value)
         deleted = change.change == "deleted"
-        state_seq = await fenced_publish(
-            self._js,
+        state_seq = await publish(
             stream=self._bus.state_stream,
             subject=state_subject(key.kind, key.namespace or None, key.name),
-            payload=payload,
             headers=state_headers,
             expected=seqs.state,
-            event_id=event.id,
             stored_id=event_id_of_state_message,
-            may_write=self._may_write,
-            repair_bus=self._repair_bus,
-            stats=self.stats,
-            ack_timeout=self._ack_timeout,
             msg_ttl=self._bus.state_tombstone_ttl if deleted else None,
         )
         self._low_water.end(floor)
