@@ -42,8 +42,7 @@ import msgspec.structs
 import yaml
 
 from api.kinds import ALL_KINDS
-from api.meta import KindInfo, PrinterColumn, Resource
-from api.openapi import json_type
+from api.meta import KindInfo, PrinterColumn, Resource, json_type
 
 __all__ = [
     "SchemaNotStructural",

@@ -29,6 +29,9 @@ The markers below carry the OpenAPI vocabulary that Python types cannot express:
 * :data:`Int32` / :data:`Int64` — ``format: int32`` / ``int64``, as controller-gen writes them.
 * :data:`ATOMIC`, :data:`LIST_SET`, :func:`list_map` — ``x-kubernetes-list-type`` (and map keys).
 * :func:`cel` — an ``x-kubernetes-validations`` rule.
+
+:func:`json_type` names a JSON value's type as a schema does (``integer``, ``object``...); the
+CRD generator and the development cluster's schema validation both use it.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ __all__ = [
     "ScaleSubresource",
     "Spec",
     "cel",
+    "json_type",
     "list_map",
 ]
 
@@ -104,6 +108,25 @@ def cel(rule: str, message: str) -> msgspec.Meta:
     return msgspec.Meta(
         extra_json_schema={"x-kubernetes-validations": [{"message": message, "rule": rule}]}
     )
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a decoded JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
 
 
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"

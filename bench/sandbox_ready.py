@@ -22,6 +22,11 @@ One object of each kind is made Ready first (not counted), so that every process
 and subscribed before the clock runs. The CPU seconds each process spent during each path are
 printed too: they show where the time goes. Every figure is from one machine, shared and
 noisy: compare figures from the same run only.
+
+Last, from the event log of the same run: the sandbox worker's reconcile passes and writes per
+Sandbox, and the bytes of its decision events three ways: as recorded (inputs by reference), as
+they were before decisions kept their inputs (digest only), and as they would be with every
+observed object inline (the alternative to references).
 """
 
 from __future__ import annotations
@@ -45,11 +50,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import msgspec
 import nats
 from sandbus_processes import start_sandbus, stop
 
+from events.codec import decode_event, encode_event
+from events.subjects import decision_filter, event_filter
+from events.types import DecisionMade, ObjectAdded, ObjectModified
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.natsd import NatsServer
+from services.runtime.streams import read_to_end
 
 NAMESPACE = "default"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
@@ -166,6 +176,43 @@ async def cluster_url(kubeconfig: Path, process: subprocess.Popen[bytes]) -> str
     return match.group(1).strip("'\"")
 
 
+@dataclass
+class DecisionFigures:
+    decisions: int
+    writes: int
+    recorded: int
+    digest_only: int
+    inline: int
+
+
+async def decision_figures(js: Any, prefix: str) -> DecisionFigures:
+    """The sandbox worker's decisions about the measured Sandboxes, from the event log."""
+    stream = BusConfig().event_log_stream
+    objects: dict[tuple[str, str, str], Any] = {}
+    async for msg in read_to_end(js, stream, [event_filter()]):
+        event = decode_event(msg.data)
+        if isinstance(event, ObjectAdded | ObjectModified):
+            obj = event.data.object
+            version = str((obj.get("metadata") or {}).get("resourceVersion"))
+            objects[(event.kind, event.name, version)] = obj
+    figures = DecisionFigures(0, 0, 0, 0, 0)
+    async for msg in read_to_end(js, stream, [decision_filter("sandbox", "Sandbox")]):
+        event = decode_event(msg.data)
+        if not isinstance(event, DecisionMade) or not event.data.key.name.startswith(prefix):
+            continue
+        figures.decisions += 1
+        figures.writes += sum(1 for action in event.data.actions if action.error is None)
+        figures.recorded += len(msg.data)
+        bare = msgspec.structs.replace(event.data, inputs=None, plan_digest="")
+        figures.digest_only += len(encode_event(msgspec.structs.replace(event, data=bare)))
+        inline = [
+            objects.get((ref.kind, ref.name, ref.resource_version or ""), {})
+            for ref in (event.data.inputs.observed if event.data.inputs else ())
+        ]
+        figures.inline += len(msg.data) + len(json.dumps(inline, separators=(",", ":")))
+    return figures
+
+
 async def main(args: argparse.Namespace) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
     kubeconfig = workdir / "kubeconfig"
@@ -221,6 +268,10 @@ async def main(args: argparse.Namespace) -> None:
                     cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
                     timings.append(Timing(label, latencies, wall, cpu))
                     progress(f"{label}: {len(names)} Ready in {wall:.2f} s")
+            await asyncio.sleep(1.0)  # the last decisions and their objects reach the log
+            connection = await nats.connect(natsd.url)
+            figures = await decision_figures(connection.jetstream(), "sandbox-")
+            await connection.close()
     finally:
         for process in reversed(processes.values()):
             await asyncio.to_thread(stop, process)
@@ -250,6 +301,20 @@ async def main(args: argparse.Namespace) -> None:
     print(f"|---|{'---:|' * len(names)}")
     for timing in timings:
         print(f"| {timing.label} | {' | '.join(f'{timing.cpu[n]:.2f}' for n in names)} |")
+    count = args.count + 1  # the warm-up Sandbox is in the log too
+    per = max(figures.decisions, 1)
+    print("\nThe sandbox worker's decisions about these Sandboxes (from the event log)\n")
+    print(
+        "| passes per Sandbox | writes per Sandbox | bytes per decision: digest only (before) "
+        "| inputs by reference (now) | objects inline (the alternative) |"
+    )
+    print("|---:|---:|---:|---:|---:|")
+    print(
+        f"| {figures.decisions / count:.1f} | {figures.writes / count:.1f} "
+        f"| {figures.digest_only / per:,.0f} | {figures.recorded / per:,.0f} "
+        f"({figures.recorded / max(figures.digest_only, 1):.2f}x) "
+        f"| {figures.inline / per:,.0f} ({figures.inline / max(figures.digest_only, 1):.2f}x) |"
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

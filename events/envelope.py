@@ -41,7 +41,7 @@ encoded.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -55,6 +55,7 @@ __all__ = [
     "CloudEvent",
     "Kind",
     "NonEmpty",
+    "ObjectKey",
     "ObjectRef",
     "Timestamp",
     "TraceParent",
@@ -99,6 +100,24 @@ def worker_source(worker: str) -> str:
 def subject_attribute(kind: str, namespace: str | None, name: str) -> str:
     """The CloudEvents ``subject``: ``Kind/namespace/name``, or ``Kind/name`` if cluster-scoped."""
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+class ObjectKey(NamedTuple):
+    """Which object, as the services key it: kind, namespace (``""`` when cluster-scoped), name.
+
+    The key of the watcher's published view, of the workers' cache and work queues, and of the
+    history's folds. It lives here, beside :class:`ObjectRef` (the same identity as it travels
+    inside events), because the subjects and the ``subject`` attribute are built from these
+    three values, and because every service that reads the bus can import it from here
+    without importing another service. Its string is the ``subject`` attribute.
+    """
+
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return subject_attribute(self.kind, self.namespace or None, self.name)
 
 
 class ObjectRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -8,6 +8,7 @@ instead of decoding every message::
     sandbus.decisions.<worker>.<kind>.<namespace>.<name> worker decisions (also the event log)
     sandbus.state.<kind>.<namespace>.<name>              latest event per object (the state table)
     sandbus.warm.<namespace>.<template-hash>.<sandbox>   warm-queue entries (work queue)
+    sandbus.memo.<worker>.<kind>.<namespace>.<name>      a worker's memory of one key
     sandbus.dlq.<original subject without "sandbus.">    dead letters
 
 ``<kind>`` is the Kubernetes kind in lower case (``sandbox``, ``sandboxwarmpool``, ``pod``), so
@@ -33,6 +34,7 @@ __all__ = [
     "DEAD_LETTER_SUBJECTS",
     "EMPTY_TOKEN",
     "EVENT_LOG_SUBJECTS",
+    "MEMO_SUBJECTS",
     "ROOT",
     "STATE_SUBJECTS",
     "WARM_SUBJECTS",
@@ -49,6 +51,8 @@ __all__ = [
     "event_filter",
     "event_subject",
     "kind_token",
+    "memo_filter",
+    "memo_subject",
     "parse_decision_subject",
     "parse_event_subject",
     "parse_state_subject",
@@ -66,12 +70,14 @@ DECISIONS = f"{ROOT}.decisions"
 STATE = f"{ROOT}.state"
 WARM = f"{ROOT}.warm"
 DLQ = f"{ROOT}.dlq"
+MEMO = f"{ROOT}.memo"
 
 EVENT_LOG_SUBJECTS: tuple[str, ...] = (f"{EVENTS}.>", f"{DECISIONS}.>")
 """What the event-log stream stores: observed changes and decisions, in one order."""
 STATE_SUBJECTS: tuple[str, ...] = (f"{STATE}.>",)
 WARM_SUBJECTS: tuple[str, ...] = (f"{WARM}.>",)
 DEAD_LETTER_SUBJECTS: tuple[str, ...] = (f"{DLQ}.>",)
+MEMO_SUBJECTS: tuple[str, ...] = (f"{MEMO}.>",)
 
 EMPTY_TOKEN = "="
 _WILDCARD = "*"
@@ -176,6 +182,21 @@ def decision_subject(worker: str, kind: str, namespace: str | None, name: str) -
         f"{DECISIONS}.{encode_token(worker)}.{kind_token(kind)}."
         f"{_namespace_token(namespace)}.{_name_token(name)}"
     )
+
+
+def memo_subject(worker: str, kind: str, namespace: str | None, name: str) -> str:
+    """Where a worker keeps what it remembers of one key (its memo and expectations)."""
+    if not worker:
+        raise SubjectError("a worker is required")
+    return (
+        f"{MEMO}.{encode_token(worker)}.{kind_token(kind)}."
+        f"{_namespace_token(namespace)}.{_name_token(name)}"
+    )
+
+
+def memo_filter(worker: str) -> str:
+    """Every key a worker remembers something of."""
+    return f"{MEMO}.{encode_token(worker)}.>"
 
 
 def _object_filter(channel: str, kind: str | None, namespace: str | None, name: str | None) -> str:

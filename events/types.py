@@ -33,6 +33,7 @@ import msgspec
 from events.envelope import (
     WATCHER_SOURCE,
     CloudEvent,
+    Kind,
     NonEmpty,
     ObjectRef,
     event_type_of,
@@ -46,7 +47,9 @@ __all__ = [
     "OBJECT_EVENT_CLASSES",
     "Decision",
     "DecisionAction",
+    "DecisionInputs",
     "DecisionMade",
+    "DecisionMessage",
     "Event",
     "ObjectAdded",
     "ObjectChange",
@@ -54,6 +57,7 @@ __all__ = [
     "ObjectEvent",
     "ObjectModified",
     "ObservedObjectError",
+    "ObservedVersion",
     "Outcome",
     "WarmEntry",
     "WarmQueued",
@@ -232,6 +236,46 @@ class DecisionAction(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     ] = None
 
 
+class ObservedVersion(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"
+):
+    """One object a planner's inputs were made of, by reference: which version it read.
+
+    ``resourceVersion`` is absent when the planner looked the object up and found nothing. The
+    object itself is on the event log (``sandbus.events.<kind>.<namespace>.<name>``, the event
+    whose object has this resourceVersion), which is where a re-run reads it back."""
+
+    kind: Kind
+    name: NonEmpty
+    namespace: str | None = None
+    resource_version: str | None = None
+    uid: str | None = None
+
+
+class DecisionMessage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A message of a further input source (a warm-queue entry) that a reconcile consumed."""
+
+    source: str = ""
+    token: str = ""
+    """Unique within the source (its stream sequence): what the plan acked."""
+    subject: str = ""
+    data: Any = None
+    delivered: Annotated[int, msgspec.Meta(ge=1)] = 1
+
+
+class DecisionInputs(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """What a planner was given, small enough to record every time: the objects it read by
+    reference, plus everything that is not an object (the worker's memo of the key, the
+    previous pass's error, consumed messages). With the decision's ``time`` as ``now`` that is
+    enough to call the planner again (``sandbus explain --rerun``)."""
+
+    observed: tuple[ObservedVersion, ...] = ()
+    memo: Any = None
+    expectations: Any = None
+    last_error: str | None = None
+    messages: tuple[DecisionMessage, ...] = ()
+
+
 class Decision(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """``data`` of ``io.sandbus.decision.made.v1``: one reconcile of one key by one worker."""
 
@@ -257,6 +301,14 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     reason: str = ""
     error: str | None = None
     requeue_after_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    inputs: DecisionInputs | None = None
+    plan_digest: Annotated[
+        str,
+        msgspec.Meta(
+            description="sha256 of what the plan decided (actions, requeue, error, memo), "
+            "without its prose; a re-run compares against it."
+        ),
+    ] = ""
 
 
 class DecisionMade(CloudEvent[Decision], frozen=True, tag="io.sandbus.decision.made.v1"):

@@ -60,7 +60,7 @@ ControllerFactory = Callable[[ControllerContext], Awaitable[None]]
 
 # Filled by the kubelet and garbage-collector implementations (helper D).
 BUILTIN_CONTROLLERS: tuple[tuple[str, str], ...] = (
-    ("kubelet", "services.devcluster.kubelet:run"),
+    ("kubelet", "services.devcluster.kubelet.shell:run"),
     ("garbage_collector", "services.devcluster.gc:run"),
 )
 

@@ -16,7 +16,6 @@ takes from it is copied (:func:`~services.devcluster.jsontree.copy_stored`).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
@@ -29,6 +28,7 @@ from services.devcluster.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
+from services.devcluster.structural import StructuralSchema
 
 if TYPE_CHECKING:
     from services.devcluster.resources import Registry, ResourceType
@@ -42,7 +42,6 @@ __all__ = [
     "load_schema",
 ]
 
-log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 NameErrors = Callable[[str, bool], list[str]]
@@ -60,7 +59,9 @@ class WriteContext:
 
 
 class SchemaLike(Protocol):
-    """The interface of :class:`api.openapi.StructuralSchema` that the server relies on."""
+    """What the server needs of a custom resource's schema: a
+    :class:`~services.devcluster.structural.StructuralSchema`, or a permissive stand-in for a
+    version that declares none."""
 
     def apply_defaults(self, obj: Any) -> Any: ...
 
@@ -70,7 +71,7 @@ class SchemaLike(Protocol):
 
 
 class _PermissiveSchema:
-    """Stands in when no structural-schema implementation is importable: accepts everything."""
+    """The schema of a version that declares none: accepts everything, prunes nothing."""
 
     def apply_defaults(self, obj: Any) -> Any:
         return obj
@@ -85,13 +86,7 @@ class _PermissiveSchema:
 def load_schema(openapi_v3: dict[str, Any] | None) -> SchemaLike:
     if not openapi_v3:
         return _PermissiveSchema()
-    try:
-        from api.openapi import StructuralSchema  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - only while api/openapi.py does not exist
-        log.warning("api.openapi is not available: custom resources are not validated")
-        return _PermissiveSchema()
-    schema: SchemaLike = StructuralSchema(openapi_v3)
-    return schema
+    return StructuralSchema(openapi_v3)
 
 
 def _as_cause(raw: Any) -> Cause:

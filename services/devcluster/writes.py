@@ -11,7 +11,7 @@ the resource's :class:`~services.devcluster.strategy.Strategy`:
   → strategy → validate → managedFields → commit. Removing the last finalizer of an object
   being deleted deletes it. A write that changes nothing keeps the RV.
 - **patch**: the content type picks merge / JSON / strategic merge / apply (helper functions in
-  :mod:`.patch`), the result goes through update; apply may create (201).
+  :mod:`.patching`), the result goes through update; apply may create (201).
 - **delete**: :func:`~services.devcluster.deletion.plan_delete` decides (graceful periods,
   GC finalizers, deletionTimestamp or removal); this module writes the plan and answers with
   the object or a Success Status, as the kind's registry does.
@@ -44,15 +44,11 @@ from services.devcluster.meta import (
     new_uid,
     now_rfc3339,
 )
-from services.devcluster.patch import (
-    ApplyConflict,
-    PatchError,
-    json_patch,
-    merge_patch,
-    record_update,
-    server_side_apply,
-    strategic_merge_patch,
-)
+from services.devcluster.patching.apply import server_side_apply
+from services.devcluster.patching.errors import ApplyConflict, PatchError
+from services.devcluster.patching.json_patches import json_patch, merge_patch
+from services.devcluster.patching.managed import record_update
+from services.devcluster.patching.strategic import strategic_merge_patch
 from services.devcluster.pods import bind
 from services.devcluster.protobuf import decode_object, is_protobuf
 from services.devcluster.resources import Registry, ResourceType

@@ -147,7 +147,7 @@ async def _run_state(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> i
 
 async def _run_explain(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     options = commands.ExplainOptions(
-        nats_url=_nats_url(args), stream=args.stream, target=args.object
+        nats_url=_nats_url(args), stream=args.stream, target=args.object, rerun=args.rerun
     )
     return await commands.explain(options, out=out, err=err)
 
@@ -275,6 +275,14 @@ def register(subparsers: Any) -> None:
         type=_object,
         metavar="KIND/NAMESPACE/NAME",
         help="the object; KIND/NAME means the default namespace",
+    )
+    explain.add_argument(
+        "--rerun",
+        action="store_true",
+        help=(
+            "re-run each recorded decision about the object through today's planner and say "
+            "whether it still decides the same (exit 3 when one differs)"
+        ),
     )
     _add_nats(explain)
     explain.set_defaults(func=_handler(_run_explain, on_signal=INTERRUPTED), run=_run_explain)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +27,7 @@ from nats.js import JetStreamContext
 
 from events.envelope import ObjectRef
 from events.subjects import decision_filter, event_filter
+from events.types import DecisionMade, ObjectAdded, ObjectModified
 from services.history.database import EXAMPLE_QUERIES, load_into
 from services.history.folding import object_key, state_at
 from services.history.reading import EventLogMissing, LogStart, following, read_log
@@ -39,8 +40,12 @@ from services.history.render import (
     timeline_lines,
     warning_line,
 )
+from services.history.rerun import Rerun, rerun, rerun_lines
 from services.history.selection import Selection
 from services.history.timeline import build_timeline
+from services.runtime.cache import ObjectKey, metadata_of
+from services.runtime.reconcile.worker import WorkerDefinition
+from services.runtime.runner import load_worker
 
 __all__ = [
     "ExplainOptions",
@@ -97,6 +102,10 @@ class ExplainOptions:
     nats_url: str
     stream: str
     target: ObjectRef
+    rerun: bool = False
+    """Re-run each recorded decision about the object through today's planner."""
+    definitions: Callable[[str], WorkerDefinition] = load_worker
+    """The worker definition by worker name (tests swap in a changed planner)."""
 
 
 @contextlib.asynccontextmanager
@@ -294,8 +303,11 @@ async def state(options: StateOptions, *, out: TextIO, err: TextIO) -> int:
 
 
 async def explain(options: ExplainOptions, *, out: TextIO, err: TextIO) -> int:
-    """The timeline of one object with the decisions that touched it."""
+    """The timeline of one object with the decisions that touched it; with ``rerun``, each
+    decision about it made again by today's planner."""
     target = options.target
+    if options.rerun:
+        return await _rerun(options, out=out, err=err)
     # Decisions that name the object only in their actions are on other subjects, so every
     # decision is read; changes are filtered to the object on the server.
     subjects = [event_filter(target.kind, target.namespace, target.name), decision_filter()]
@@ -318,3 +330,58 @@ async def explain(options: ExplainOptions, *, out: TextIO, err: TextIO) -> int:
     for line in timeline_lines(key, entries):
         print(line, file=out)
     return 0
+
+
+async def _rerun(options: ExplainOptions, *, out: TextIO, err: TextIO) -> int:
+    target = options.target
+    try:
+        async with _connected(options.nats_url, err) as js:
+            decisions = [
+                record.event
+                async for record in _selected(
+                    read_log(
+                        js,
+                        [decision_filter(None, target.kind, target.namespace, target.name)],
+                        stream=options.stream,
+                    ),
+                    since=None,
+                    until=None,
+                    err=err,
+                )
+                if isinstance(record.event, DecisionMade)
+            ]
+            referenced = sorted(
+                {
+                    event_filter(ref.kind, ref.namespace or "", ref.name)
+                    for decision in decisions
+                    for ref in (decision.data.inputs.observed if decision.data.inputs else ())
+                    if ref.resource_version is not None
+                }
+            )
+            index: dict[ObjectKey, dict[str, dict[str, object]]] = {}
+            if referenced:
+                async for record in _selected(
+                    read_log(js, referenced, stream=options.stream), since=None, until=None, err=err
+                ):
+                    event = record.event
+                    if isinstance(event, ObjectAdded | ObjectModified):
+                        obj = event.data.object
+                        version = str(metadata_of(obj).get("resourceVersion") or "")
+                        key = ObjectKey(event.kind, event.namespace or "", event.name)
+                        index.setdefault(key, {})[version] = obj
+    except (NatsUnavailable, EventLogMissing) as error:
+        return _fail(error, err)
+    if not decisions:
+        print(f"error: the event log has no decision about {target}", file=err)
+        return 1
+    results: list[Rerun] = []
+    for decision in decisions:
+        try:
+            definition = options.definitions(decision.data.worker)
+        except LookupError as error:
+            print(f"warning: {error}", file=err)
+            continue
+        results.append(rerun(decision, definition, index))
+    for line in rerun_lines(results):
+        print(line, file=out)
+    return 0 if all(result.same for result in results) else 3

@@ -22,25 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
+from events.envelope import ObjectKey
 from events.types import ObjectAdded, ObjectDeleted, ObjectModified
 from services.history.records import LogRecord
 
-__all__ = ["ObjectKey", "ObjectVersion", "object_key", "state_at"]
-
-
-class ObjectKey(NamedTuple):
-    kind: str
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return (
-            f"{self.kind}/{self.namespace}/{self.name}"
-            if self.namespace
-            else f"{self.kind}/{self.name}"
-        )
+__all__ = ["ObjectVersion", "object_key", "state_at"]
 
 
 def object_key(kind: str, namespace: str | None, name: str) -> ObjectKey:

@@ -6,10 +6,11 @@ take a message away from anyone) and server-side subject filters. A bounded read
 consumer at the end; a follower unsubscribes; either way an inactivity threshold lets the
 server remove a consumer whose process died.
 
-:func:`read_log` serves replay, state-at and explain, which must *end*. It is a pull consumer:
-it notes the stream's last sequence when it starts and stops after delivering that message or
-as soon as the server reports nothing pending for the filter, so a busy log cannot keep it
-reading forever and an empty selection returns at once.
+:func:`read_log` serves replay, state-at and explain, which must *end*. It is the bus's one
+bounded read (:func:`services.runtime.streams.read_to_end`): it notes the stream's last
+sequence when it starts and stops after delivering that message or as soon as the server
+reports nothing pending for the filter, so a busy log cannot keep it reading forever and an
+empty selection returns at once.
 
 :func:`following` serves tail. It is an ordered push consumer (flow control, heartbeats and
 a gap-free recreation after missed heartbeats are handled by nats-py), delivering new
@@ -29,19 +30,18 @@ never missed, and the only cost is reading a few minutes too many.
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from services.history.records import LogRecord, UnreadableRecord, read_record
+from services.runtime.streams import filter_fields, read_to_end
 
 __all__ = [
     "CLOCK_SKEW_ALLOWANCE",
@@ -52,8 +52,6 @@ __all__ = [
 ]
 
 CLOCK_SKEW_ALLOWANCE: Final = timedelta(minutes=5)
-_FETCH_BATCH: Final = 512
-_FETCH_TIMEOUT: Final = 2.0
 _INACTIVE_THRESHOLD: Final = 60.0
 _FOLLOW_HEARTBEAT: Final = 1.0
 """Seconds between the server's heartbeats to a follower; two missed ones make nats-py
@@ -78,28 +76,24 @@ class LogStart:
     observed_since: datetime | None = None
     new_only: bool = False
 
+    @property
+    def seek_time(self) -> datetime | None:
+        """The stored time to seek to for ``observed_since`` (see the module docstring)."""
+        if self.observed_since is None:
+            return None
+        return self.observed_since - CLOCK_SKEW_ALLOWANCE
+
     def consumer_fields(self) -> dict[str, object]:
         if self.sequence is not None:
             return {
                 "deliver_policy": DeliverPolicy.BY_START_SEQUENCE,
                 "opt_start_seq": self.sequence,
             }
-        if self.observed_since is not None:
-            return {
-                "deliver_policy": DeliverPolicy.BY_START_TIME,
-                "opt_start_time": self.observed_since - CLOCK_SKEW_ALLOWANCE,
-            }
+        if self.seek_time is not None:
+            return {"deliver_policy": DeliverPolicy.BY_START_TIME, "opt_start_time": self.seek_time}
         if self.new_only:
             return {"deliver_policy": DeliverPolicy.NEW}
         return {"deliver_policy": DeliverPolicy.ALL}
-
-
-def _filters(subjects: list[str]) -> dict[str, object]:
-    # A single filter goes in filter_subject so that servers before 2.10 (no filter_subjects)
-    # still serve the common case.
-    if len(subjects) == 1:
-        return {"filter_subject": subjects[0]}
-    return {"filter_subjects": list(subjects)}
 
 
 def _record(msg: Msg) -> LogRecord | UnreadableRecord:
@@ -129,47 +123,16 @@ async def read_log(
     last = await _last_sequence(js, stream)
     if last == 0:
         return
-    name = f"sandbus-history-{secrets.token_hex(6)}"
-    config = ConsumerConfig(
-        name=name,
-        ack_policy=AckPolicy.NONE,
-        inactive_threshold=_INACTIVE_THRESHOLD,
-        mem_storage=True,
-        **_filters(subjects),  # type: ignore[arg-type]
-        **start.consumer_fields(),  # type: ignore[arg-type]
-    )
-    info = await js.add_consumer(stream, config=config)
-    try:
-        pending = info.num_pending or 0
-        if pending == 0:
-            return
-        subscription = await js.pull_subscribe_bind(consumer=name, stream=stream)
-        try:
-            while True:
-                # Never ask for more than is pending: a pull that cannot be filled waits for
-                # its whole expiry before the server answers.
-                batch = max(1, min(_FETCH_BATCH, pending))
-                try:
-                    messages = await subscription.fetch(batch, timeout=_FETCH_TIMEOUT)
-                except NatsTimeoutError:
-                    # Nothing came: either the rest was removed by retention meanwhile or the
-                    # server is slow. Ask rather than guess.
-                    pending = (await subscription.consumer_info()).num_pending or 0
-                    if pending == 0:
-                        return
-                    continue
-                for msg in messages:
-                    yield _record(msg)
-                    metadata = msg.metadata
-                    pending = metadata.num_pending
-                    if pending == 0 or metadata.sequence.stream >= last:
-                        return
-        finally:
-            with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
-    finally:
-        with contextlib.suppress(Exception):
-            await js.delete_consumer(stream, name)
+    async for msg in read_to_end(
+        js,
+        stream,
+        subjects,
+        start_seq=start.sequence,
+        start_time=start.seek_time if start.sequence is None else None,
+        until_seq=last,
+        name_prefix="sandbus-history",
+    ):
+        yield _record(msg)
 
 
 @contextlib.asynccontextmanager
@@ -185,7 +148,7 @@ async def following(
     from ``start`` (by default: only new messages)."""
     start = start or LogStart(new_only=True)
     await _last_sequence(js, stream)  # a clear error when the stream is missing
-    config = ConsumerConfig(**_filters(subjects), **start.consumer_fields())  # type: ignore[arg-type]
+    config = ConsumerConfig(**filter_fields(subjects), **start.consumer_fields())  # type: ignore[arg-type]
     subscription = await js.subscribe(
         subjects[0],
         stream=stream,

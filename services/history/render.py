@@ -15,8 +15,9 @@ from typing import Any, Literal
 
 import yaml
 
+from events.envelope import ObjectKey
 from events.types import DecisionMade, ObjectAdded, ObjectDeleted, ObjectModified, WarmQueued
-from services.history.folding import ObjectKey, ObjectVersion
+from services.history.folding import ObjectVersion
 from services.history.instants import format_age, format_instant
 from services.history.records import LogRecord, UnreadableRecord
 from services.history.summaries import object_summary

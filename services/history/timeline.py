@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from events.envelope import ObjectRef
+from events.envelope import ObjectKey, ObjectRef
 from events.types import (
     Decision,
     DecisionAction,
@@ -29,7 +29,7 @@ from events.types import (
     ObjectModified,
 )
 from services.history.diffing import describe_changes, version_changes
-from services.history.folding import ObjectKey, object_key
+from services.history.folding import object_key
 from services.history.instants import format_age
 from services.history.records import LogRecord
 from services.history.summaries import object_summary

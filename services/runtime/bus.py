@@ -1,4 +1,4 @@
-"""The bus on JetStream: provisioning of its four streams, and the typed publish helpers.
+"""The bus on JetStream: provisioning of its five streams, and the typed publish helpers.
 
 Streams (names in :class:`BusConfig`; subjects from :mod:`events.subjects`):
 
@@ -24,6 +24,12 @@ Streams (names in :class:`BusConfig`; subjects from :mod:`events.subjects`):
     id would silently swallow a legitimate re-enqueue inside the window.
 ``SANDBUS_DLQ`` — dead letters, ``sandbus.dlq.>``
     Limits retention by age and size; what could not be processed, with the reason.
+``SANDBUS_MEMO`` — the workers' per-key memory, ``sandbus.memo.>``
+    One message per subject, like the state table: what a worker's planners asked it to keep
+    for a key (a memo, expectations of its own writes), written before the writes it covers,
+    so that a restarted worker (or its standby) knows what it was waiting for. A key
+    forgotten is a ``null`` record with a TTL (``state_tombstone_ttl``), so that a worker needs
+    no purge right and forgotten keys do not pile up.
 
 :func:`ensure_bus` is idempotent and converges: it creates what is missing, updates a stream
 whose settings differ from the config (and says which), and leaves the rest alone; it is safe
@@ -48,6 +54,7 @@ from events.headers import dead_letter_headers, event_headers
 from events.subjects import (
     DEAD_LETTER_SUBJECTS,
     EVENT_LOG_SUBJECTS,
+    MEMO_SUBJECTS,
     STATE_SUBJECTS,
     WARM_SUBJECTS,
     dead_letter_subject,
@@ -103,6 +110,8 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True):
     dead_letter_max_age: Seconds = 14 * _DAY
     dead_letter_max_bytes: Annotated[int, msgspec.Meta(gt=0)] = 256 << 20
 
+    memo_stream: StreamName = "SANDBUS_MEMO"
+
     def __post_init__(self) -> None:
         # msgspec checks the Meta constraints only when decoding; a config built in code gets
         # the same checks here.
@@ -138,7 +147,7 @@ class BusProvisioningError(RuntimeError):
 
 
 def stream_configs(config: BusConfig) -> list[StreamConfig]:
-    """The four streams as ``config`` wants them.
+    """The five streams as ``config`` wants them.
 
     Every compared setting is spelled out, even where it equals the server default, so that
     comparing with what the server reports finds no difference that is not real.
@@ -205,6 +214,20 @@ def stream_configs(config: BusConfig) -> list[StreamConfig]:
             max_msgs_per_subject=-1,
             allow_direct=False,
             allow_msg_ttl=False,
+            **common,
+        ),
+        StreamConfig(
+            name=config.memo_stream,
+            description="sandbus worker memory: what each worker keeps per key",
+            subjects=list(MEMO_SUBJECTS),
+            retention=RetentionPolicy.LIMITS,
+            discard=DiscardPolicy.OLD,
+            discard_new_per_subject=False,
+            max_age=0,
+            max_bytes=-1,
+            max_msgs_per_subject=1,
+            allow_direct=True,
+            allow_msg_ttl=True,
             **common,
         ),
     ]
@@ -282,7 +305,7 @@ async def _ensure_stream(js: JetStreamContext, desired: StreamConfig) -> StreamC
 async def ensure_bus(
     js: JetStreamContext, config: BusConfig | None = None
 ) -> dict[str, StreamChange]:
-    """Create or update the four streams; returns what happened to each, by stream name."""
+    """Create or update the five streams; returns what happened to each, by stream name."""
     report: dict[str, StreamChange] = {}
     for desired in stream_configs(config or BusConfig()):
         assert desired.name is not None

@@ -27,17 +27,24 @@ they are not integers nothing is ordered: the bus simply wins, and a written ent
 the bus echoes its exact resourceVersion or its time runs out. Either way a reconcile that saw
 a stale object is repaired by the next one, because every change wakes its key again.
 
+Objects are keyed by :class:`~events.envelope.ObjectKey` (kind, namespace, name), re-exported
+here because it is also the work-queue key of the reconciler of that kind.
+
 The cache holds plain JSON dicts as the API serves them (camelCase), the same shape the events
 carry, and hands out the dicts it holds: callers must not mutate them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
+
+from events.envelope import ObjectKey
+from events.types import strip_managed_fields
 
 __all__ = [
     "Change",
@@ -53,20 +60,6 @@ __all__ = [
 
 Json = dict[str, Any]
 Change = Literal["added", "modified", "deleted"]
-
-
-class ObjectKey(NamedTuple):
-    """Which object: its Kubernetes kind (``Pod``, ``Sandbox``), namespace (``""`` when
-    cluster-scoped) and name. Also the work-queue key of the reconciler of that kind."""
-
-    kind: str
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        if self.namespace:
-            return f"{self.kind}/{self.namespace}/{self.name}"
-        return f"{self.kind}/{self.name}"
 
 
 def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -150,14 +143,41 @@ class ObjectCache:
         self._by_label: dict[tuple[str, str, str, str], set[ObjectKey]] = defaultdict(set)
         self._by_owner: dict[tuple[str, str], set[ObjectKey]] = defaultdict(set)
         self._index_entries: dict[ObjectKey, list[tuple[dict[Any, set[ObjectKey]], Any]]] = {}
+        self._reads: dict[ObjectKey, Json | None] | None = None
 
     # -- reading ----------------------------------------------------------------------------
 
     def get(self, key: ObjectKey) -> Json | None:
         written = self._written.get(key)
-        if written is not None:
-            return written.obj
+        found = written.obj if written is not None else self._observed.get(key)
+        if self._reads is not None:
+            self._reads[key] = found
+        return found
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[dict[ObjectKey, Json | None]]:
+        """Record every object read meanwhile (every read goes through :meth:`get`), with
+        None for a key looked up and not found: what a planner's inputs were made of."""
+        reads: dict[ObjectKey, Json | None] = {}
+        self._reads = reads
+        try:
+            yield reads
+        finally:
+            self._reads = None
+
+    def observed(self, key: ObjectKey) -> Json | None:
+        """The object as the bus last showed it, ignoring our own writes' answers."""
         return self._observed.get(key)
+
+    def observed_owned_by(self, kind: str, owner_uid: str) -> list[Json]:
+        """Objects of ``kind`` the bus shows controlled by ``owner_uid``."""
+        found = []
+        for key in sorted(self._by_owner.get((kind, owner_uid), ())):
+            obj = self._observed.get(key)
+            owner = controller_of(obj) if obj is not None else None
+            if owner is not None and owner.get("uid") == owner_uid:
+                found.append(obj)
+        return found  # type: ignore[return-value]
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, ObjectKey) and self.get(key) is not None
@@ -220,7 +240,11 @@ class ObjectCache:
     # -- our writes -------------------------------------------------------------------------
 
     def remember(self, obj: Json, *, kind: str | None = None) -> None:
-        """Hold the object a write (or a read) of ours returned, until the bus catches up."""
+        """Hold the object a write (or a read) of ours returned, until the bus catches up.
+
+        Without its ``managedFields``, as the bus carries objects: a planner reads the same
+        object whichever way it came, and a re-run from the event log rebuilds it exactly."""
+        obj = strip_managed_fields(obj)
         key = key_of(obj, kind)
         self._written[key] = _Written(
             obj, _uid(obj), _resource_version(obj), self._clock() + self._written_ttl

@@ -21,15 +21,20 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from services.runtime.settings import Settings, add_connection_args
 
+if TYPE_CHECKING:
+    from services.runtime.reconcile.worker import WorkerDefinition
+
 __all__ = [
     "SERVICES",
+    "WORKERS",
     "Serve",
     "configure_logging",
     "load_service",
+    "load_worker",
     "run_service",
     "serve_until_signalled",
 ]
@@ -44,15 +49,30 @@ SERVICES: dict[str, str] = {
 }
 """Service name → ``"module:function"`` of its ``serve(settings)``; each service adds itself."""
 
+WORKERS: dict[str, str] = {
+    "sandbox": "services.sandbox.service:definition",
+}
+"""Worker name → ``"module:function"`` returning its ``WorkerDefinition`` as the service
+configures it from the environment (what ``sandbus explain --rerun`` re-runs decisions with)."""
+
+
+def _load(registry: dict[str, str], what: str, name: str) -> Any:
+    try:
+        target = registry[name]
+    except KeyError:
+        known = ", ".join(sorted(registry)) or "none yet"
+        raise LookupError(f"unknown {what} {name!r} (known: {known})") from None
+    module_name, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
 
 def load_service(name: str) -> Serve:
-    try:
-        target = SERVICES[name]
-    except KeyError:
-        known = ", ".join(sorted(SERVICES)) or "none yet"
-        raise LookupError(f"unknown service {name!r} (known: {known})") from None
-    module_name, _, attribute = target.partition(":")
-    return cast(Serve, getattr(importlib.import_module(module_name), attribute))
+    return cast(Serve, _load(SERVICES, "service", name))
+
+
+def load_worker(name: str) -> WorkerDefinition:
+    """The definition of worker ``name``, configured from the environment."""
+    return cast(WorkerDefinition, _load(WORKERS, "worker", name)())
 
 
 async def serve_until_signalled(main: Awaitable[None]) -> int:

@@ -12,7 +12,8 @@ spec/agent-sandbox.md §2 and §3.1:
 - :mod:`.validation` — specs that cannot be acted on, reported so a person can fix them.
 - :mod:`.template` — ``plan_template``: the template's ref-hash label and NetworkPolicy.
 - :mod:`.observation` — what the planners see, read from the worker's cache.
-- :mod:`.objects` — reading child objects and deciding ownership.
+- :mod:`.objects` — reading child objects, deciding ownership, and which writes carry a
+  resourceVersion precondition (every adoption) and why the others need none.
 
 The shell: :mod:`.worker` (what wakes what, for the reconciler runtime) and :mod:`.service`
 (``serve(settings)``, the process).

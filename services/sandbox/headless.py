@@ -11,7 +11,8 @@ except ``false``, where it is simply not the Sandbox's to delete.
 Adoption of an unowned Service (only with ``service: true``) needs the adoptable or the
 name-hash label and a headless (or unset) clusterIP, which is immutable; it is a full Update
 (PUT, with the resourceVersion it was read at) that sets labels, selector, ports and the
-controller reference. Drift of an owned Service (label, selector, and ports when
+controller reference; a 409 Conflict (another writer, maybe another adopter, came first) reads
+the Service again and plans anew. Drift of an owned Service (label, selector, and ports when
 ``service: true``) is repaired with a merge patch.
 
 Ports: every ``containers[].ports[]`` and those of native sidecars (init containers with
@@ -182,7 +183,8 @@ def plan_service(sandbox: Sandbox, existing: Json | None, name_hash: str) -> Ser
             adopted_spec["ports"] = ports
         else:
             adopted_spec.pop("ports", None)
-        return ServicePlan(adopted, (Replace(adopted, why="adopt the Service"),))
+        adopt = Replace(adopted, why="adopt the Service", on_conflict="refresh")
+        return ServicePlan(adopted, (adopt,))
 
     # Owned: repair drift of what the Sandbox decides.
     found = existing.get("spec")

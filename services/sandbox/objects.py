@@ -9,6 +9,32 @@ ownerReference carries the Sandbox's UID is *owned*; one without a controller re
 *unowned* (adoptable only if it is labelled ``agents.x-k8s.io/adoptable=true`` or already
 carries the Sandbox's name-hash label); anything else belongs to *another* controller and is
 never touched.
+
+Which writes are conditional (DESIGN.md invariant 2: a write two actors could race carries a
+resourceVersion precondition). Adoption decides on a snapshot that another actor may change
+before the write lands: two Sandboxes that both see one unowned, adoptable Pod would each
+write themselves in as its controller, and with ``ownerReferences`` replaced whole by a merge
+patch the second write would silently take the Pod from the first. So every adoption is made
+on the version it was planned on and refreshes on 409 Conflict (``on_conflict="refresh"``: the
+object is read again and the pass planned anew, which then finds it owned by another):
+
+- the Pod adoption patch (:mod:`.pods`) and the PVC adoption patch (:mod:`.volumes`) carry
+  ``metadata.resourceVersion``;
+- the Service adoption is a full Update whose body is the Service as read (:mod:`.headless`);
+- the template's NetworkPolicy Update likewise (:mod:`.template`): its drift is someone
+  else's write, and a conflict means another was made meanwhile.
+
+Unconditional, and why that is safe: writes to objects the Sandbox (or template) already
+controls, of fields only it decides (the owned Pod's labels and annotations, the owned
+Service's selector and ports: merge patches that touch nothing else, so they lose no other
+actor's change, and a later pass repairs them again); the status, which only this worker
+writes (upstream: merge patch without lock, single writer); the Sandbox's ``pod-name`` and
+trace-context annotations and the template's ref-hash label, hints that every pass derives
+again from the objects (the owner UID, not the annotation, decides which Pod is the
+Sandbox's). Deletes carry the ``uid`` precondition only, so they never remove a successor of
+the same name; a resourceVersion there would fail at every kubelet status update, and a
+Sandbox's ownership of its Pod is not taken away by anyone else. Creates need none: a second
+create of the same name gets AlreadyExists.
 """
 
 from __future__ import annotations
@@ -30,6 +56,7 @@ __all__ = [
     "name_of",
     "owned_by_other_message",
     "ownership",
+    "resource_version_of",
     "uid_of",
     "with_controller",
 ]
@@ -52,6 +79,10 @@ def uid_of(obj: Mapping[str, Any]) -> str:
 def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     annotations = metadata_of(obj).get("annotations")
     return annotations if isinstance(annotations, Mapping) else {}
+
+
+def resource_version_of(obj: Mapping[str, Any]) -> str:
+    return str(metadata_of(obj).get("resourceVersion") or "")
 
 
 def deleting(obj: Mapping[str, Any]) -> bool:

@@ -9,7 +9,8 @@ Which objects belong to a Sandbox's observation (spec/agent-sandbox.md §2.5):
 - the Sandbox itself;
 - candidate Pods: every Pod in its namespace labelled ``sandbox-name-hash=<hash>`` (the
   upstream pod index), plus the Pod named by ``resolvePodName`` (the ``agents.x-k8s.io/pod-name``
-  annotation, else the Sandbox's name), which may carry no label at all;
+  annotation, else the Sandbox's name), which may carry no label at all, plus the Pod named
+  like the Sandbox, which a create would collide with (upstream reads it on AlreadyExists);
 - the Service named like the Sandbox;
 - the PVC of each volume claim template, ``<template name>-<sandbox name>``.
 
@@ -120,9 +121,10 @@ def observe_sandbox(
         str(metadata_of(pod).get("name")): pod
         for pod in cache.by_label("Pod", namespace, LABEL_SANDBOX_NAME_HASH, name_hash(name))
     }
-    tracked = cache.get(ObjectKey("Pod", namespace, resolve_pod_name(sandbox)))
-    if tracked is not None:
-        pods[str(metadata_of(tracked).get("name"))] = tracked
+    for pod_name in (resolve_pod_name(sandbox), name):
+        named = cache.get(ObjectKey("Pod", namespace, pod_name))
+        if named is not None:
+            pods[pod_name] = named
     pvcs = {}
     for claim in _claim_names(sandbox):
         pvc = cache.get(ObjectKey("PersistentVolumeClaim", namespace, claim))

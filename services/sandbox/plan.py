@@ -34,8 +34,9 @@ come back when it ends, and everything else, the status included, is written as 
 readiness never waits for it. Redeliveries inside the window coalesce: they hold the same patch
 without restarting the clock, and the pass after the window writes it once. No payload is kept:
 the patch is recomputed from the objects, and the start of the clock is an input
-(``pod_patch_held_since``), which the worker's shell keeps per key from the
-:class:`WriteBehindPlan` it gets back. Losing it (a restart) restarts the window; it loses no
+(``pod_patch_held_since``): the plan returns it as its memo (:class:`WriteBehindMemo`), which the
+runtime keeps per key on the bus and hands to the next pass, so a restarted worker or its
+standby goes on with the same window. Losing it would only restart the window; it loses no
 write. A pass after a refused write holds nothing back: that would only delay the retry.
 
 The MultiplePods case writes a Warning event (``events.k8s.io``, reason ``MultiplePods``) once,
@@ -48,7 +49,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import msgspec
@@ -82,7 +82,7 @@ __all__ = [
     "STEP_POD",
     "STEP_PVCS",
     "WRITE_BEHIND_BOUND",
-    "WriteBehindPlan",
+    "WriteBehindMemo",
     "multiple_pods_event",
     "plan_sandbox",
     "read_sandbox",
@@ -97,11 +97,10 @@ WRITE_BEHIND_BOUND = 1.0
 Pod, and autoscalers scan every 10 s or more."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class WriteBehindPlan(Plan):
-    """A plan that holds the owned Pod's metadata patch back, since ``held_since``."""
+class WriteBehindMemo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The memo of a pass that holds the owned Pod's metadata patch back: since when."""
 
-    held_since: datetime
+    pod_patch_held_since: datetime
 
 
 def read_sandbox(obj: Json) -> Sandbox:
@@ -234,13 +233,11 @@ def _plan_children(
     if held is None:
         return plan
     since, left = held
-    return WriteBehindPlan(
-        actions=plan.actions,
+    return dataclasses.replace(
+        plan,
         requeue_after=left if plan.requeue_after is None else min(plan.requeue_after, left),
         reason=f"{plan.reason}; the Pod's metadata patch is held back {left:.3f} s more",
-        error=plan.error,
-        steps=plan.steps,
-        held_since=since,
+        memo=WriteBehindMemo(pod_patch_held_since=since),
     )
 
 

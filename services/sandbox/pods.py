@@ -7,9 +7,11 @@ more than one is the MultiplePods error (no Pod is chosen, none created); exactl
 not the tracked Pod wins over a stale ``agents.x-k8s.io/pod-name`` annotation, which is
 cleared; an annotation naming a Pod that is gone is cleared too.
 
-Running mode. A found Pod owned by another controller is refused (and the annotation cleared);
-an unowned one is adopted only when labelled ``agents.x-k8s.io/adoptable=true`` or already
-carrying the name-hash label; an owned one gets its labels and annotations reconciled in place
+Running mode. Without a tracked Pod, the Pod named like the Sandbox (the name a new Pod would
+take) is the found Pod, as upstream goes on with it after its create gets AlreadyExists. A
+found Pod owned by another controller is refused (and the annotation cleared); an unowned one
+is adopted only when labelled ``agents.x-k8s.io/adoptable=true`` or already carrying the
+name-hash label; an owned one gets its labels and annotations reconciled in place
 (the spec of an existing Pod is never changed); a terminating one is left to terminate, and no
 second Pod is created beside it. No Pod: a new one named like the Sandbox. Either way the
 Sandbox then records the Pod's name in ``agents.x-k8s.io/pod-name`` unless it already tracks
@@ -27,7 +29,10 @@ template is removed from the Pod, and a system key an older controller recorded 
 
 The metadata patch of a Pod the Sandbox already owns is marked ``deferrable``: the next pass
 recomputes it from the objects alone, so the optional write-behind window (:mod:`.plan`) may
-hold it back. Adopting a Pod (its owner reference) is never deferrable.
+hold it back. Adopting a Pod (its owner reference) is never deferrable, and it is conditional:
+the patch carries the Pod's ``metadata.resourceVersion`` with ``on_conflict="refresh"``, so when
+another Sandbox adopted the Pod first the patch gets 409 Conflict and the next pass, on the
+fresh Pod, finds it owned by someone else (:mod:`.objects` says which writes are conditional).
 
 For tracing, the plan also says what it saw, as upstream's span events: an existing Pod
 (``ExistingPodStatusObserved``) or the one it creates (``NewPodStatusObserved``; a Pod the API
@@ -67,6 +72,7 @@ from services.sandbox.objects import (
     name_of,
     owned_by_other_message,
     ownership,
+    resource_version_of,
     uid_of,
     with_controller,
 )
@@ -337,6 +343,12 @@ def plan_pod(sandbox: Sandbox, pods: tuple[Json, ...], name_hash: str) -> PodPla
         )
 
     if pod is None:
+        # The name a new Pod gets may be taken by a Pod the Sandbox does not track (the
+        # annotation named another one). Upstream's create gets AlreadyExists, reads that Pod
+        # and goes on with it; so does the planner, instead of a create that would fail the
+        # same way at every pass.
+        pod = by_name.get(name)
+    if pod is None:
         if not annotation:
             annotation = name
         events = (_observed(EVENT_NEW_POD, name, "Pending"),)
@@ -369,13 +381,16 @@ def plan_pod(sandbox: Sandbox, pods: tuple[Json, ...], name_hash: str) -> PodPla
         after["ownerReferences"] = references
     actions: list[Action] = []
     patch = merge_patch(before, after)
-    if patch:
-        why = "adopt the Pod" if references is not None else "reconcile the Pod's labels"
+    target = ObjectKey("Pod", namespace, name_of(pod))
+    if references is not None:
+        # Another Sandbox may be adopting the same Pod: only the version it was planned on
+        # may be adopted (see :mod:`.objects`).
+        patch["resourceVersion"] = resource_version_of(pod)
         actions.append(
-            Patch(
-                target=ObjectKey("Pod", namespace, name_of(pod)), patch={"metadata": patch}, why=why
-            )
+            Patch(target, {"metadata": patch}, why="adopt the Pod", on_conflict="refresh")
         )
+    elif patch:
+        actions.append(Patch(target, {"metadata": patch}, why="reconcile the Pod's labels"))
     if not annotation:
         annotation = name_of(pod)
     return result(

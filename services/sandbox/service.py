@@ -1,15 +1,19 @@
 """``sandbus run sandbox``: the sandbox worker as a process.
 
-Connects to NATS (provisioning the bus if needed) and to the Kubernetes API, then runs the
-worker (:mod:`services.sandbox.worker` on :mod:`services.runtime.reconcile`) until cancelled.
-It writes with field manager ``sandbox-controller``, as upstream does.
+The worker (:mod:`services.sandbox.worker`) on the runtime's process shell
+(:func:`~services.runtime.reconcile.serving.serve_worker`), active-passive: one replica holds
+the Lease ``sandbus-sandbox`` and writes, the others stand by (every Sandbox has one owner of
+its Pod, and two writers would only race for it). It writes with field manager
+``sandbox-controller``, as upstream does.
 
-Environment:
+Environment (besides the shell's: concurrency, Lease, NATS reconnect budget):
 
 ``SANDBUS_CLUSTER_DOMAIN``
     Default ``cluster.local`` (upstream's ``--cluster-domain``), for ``status.serviceFQDN``.
 ``SANDBUS_SANDBOX_CONCURRENCY``
     Default 16: how many Sandboxes are reconciled at once.
+``SANDBUS_SANDBOX_LEASE_SECONDS``
+    Default 5: how long a standby waits for the leader's renewal before it takes over.
 ``SANDBUS_SANDBOX_WRITE_BEHIND``
     Seconds, default 0 (off); upstream's ``--sandbox-write-behind-window``. How long the
     metadata patch of a Pod a Sandbox already owns may be held back, so that the redeliveries
@@ -25,25 +29,25 @@ A value that does not parse stops the service at start, with the variable named.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
 import os
 
-import nats
-
-from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.reconcile.kube import KubeApi
-from services.runtime.reconcile.tracing import tracing_from_environment
-from services.runtime.reconcile.worker import Worker, WorkerSettings
-from services.runtime.settings import Settings, kube_api_client
+from services.runtime.bus import BusConfig
+from services.runtime.reconcile.serving import WorkerService, serve_worker
+from services.runtime.reconcile.worker import WorkerDefinition, WorkerSettings
+from services.runtime.settings import Settings
 from services.sandbox.observation import DEFAULT_CLUSTER_DOMAIN
 from services.sandbox.plan import CONTROLLER_NAME
-from services.sandbox.worker import WORKER_NAME, sandbox_worker
+from services.sandbox.worker import sandbox_worker
 
-__all__ = ["CLUSTER_DOMAIN_ENV", "CONCURRENCY_ENV", "WRITE_BEHIND_ENV", "serve", "write_behind"]
-
-log = logging.getLogger(__name__)
+__all__ = [
+    "CLUSTER_DOMAIN_ENV",
+    "CONCURRENCY_ENV",
+    "WRITE_BEHIND_ENV",
+    "definition",
+    "serve",
+    "write_behind",
+]
 
 CLUSTER_DOMAIN_ENV = "SANDBUS_CLUSTER_DOMAIN"
 CONCURRENCY_ENV = "SANDBUS_SANDBOX_CONCURRENCY"
@@ -62,6 +66,14 @@ def write_behind(value: str | None) -> float:
     return seconds
 
 
+def definition() -> WorkerDefinition:
+    """The sandbox worker as this environment configures it."""
+    return sandbox_worker(
+        cluster_domain=os.environ.get(CLUSTER_DOMAIN_ENV) or DEFAULT_CLUSTER_DOMAIN,
+        write_behind=write_behind(os.environ.get(WRITE_BEHIND_ENV)),
+    )
+
+
 async def serve(
     settings: Settings,
     *,
@@ -69,34 +81,10 @@ async def serve(
     worker_settings: WorkerSettings | None = None,
 ) -> None:
     """Run the sandbox worker until cancelled."""
-    bus = bus or BusConfig()
-    concurrency = int(os.environ.get(CONCURRENCY_ENV) or 16)
-    cluster_domain = os.environ.get(CLUSTER_DOMAIN_ENV) or DEFAULT_CLUSTER_DOMAIN
-    window = write_behind(os.environ.get(WRITE_BEHIND_ENV))
-    tracing = tracing_from_environment(f"sandbus-{WORKER_NAME}")
-    nc = await nats.connect(settings.nats_url, name=f"sandbus-{WORKER_NAME}")
-    try:
-        js = nc.jetstream()
-        await ensure_bus(js, bus)
-        api_client = await kube_api_client(settings)
-        async with api_client:
-            worker = Worker(
-                sandbox_worker(cluster_domain=cluster_domain, write_behind=window),
-                js=js,
-                api=KubeApi(api_client, field_manager=CONTROLLER_NAME),
-                bus=bus,
-                settings=worker_settings or WorkerSettings(concurrency=concurrency),
-                tracer=tracing.tracer if tracing else None,
-            )
-            log.info(
-                "sandbox worker starting (%d at a time; write-behind %g s; tracing %s)",
-                concurrency,
-                window,
-                "on" if tracing else "off",
-            )
-            await worker.run()
-    finally:
-        with contextlib.suppress(Exception):
-            await nc.close()
-        if tracing is not None:
-            tracing.shutdown()
+    service = WorkerService(
+        definition(),
+        field_manager=CONTROLLER_NAME,
+        replicas="leader",
+        settings=worker_settings or WorkerSettings(),
+    )
+    await serve_worker(settings, service, bus=bus)

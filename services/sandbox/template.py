@@ -17,8 +17,9 @@
    all of IPv6 except fc00::/7 and fe80::/10).
 5. A NetworkPolicy of that name that the template does not control is an error (retried with
    backoff; nothing is overwritten). One it controls is updated with a full Update when its
-   spec differs semantically (after the defaults the API server applies); a missing one is
-   created, controlled by the template.
+   spec differs semantically (after the defaults the API server applies), conditional on the
+   resourceVersion it was read at: a 409 Conflict (someone wrote it meanwhile) reads it again
+   and plans anew. A missing one is created, controlled by the template.
 """
 
 from __future__ import annotations
@@ -211,5 +212,5 @@ def plan_template(observation: TemplateObservation, now: datetime) -> Plan:
         return Plan(tuple(actions), reason="Managed: the NetworkPolicy is as desired")
     updated = copy.deepcopy(policy)
     updated["spec"] = desired
-    actions.append(Replace(updated, why="the template's rules changed"))
+    actions.append(Replace(updated, why="the template's rules changed", on_conflict="refresh"))
     return Plan(tuple(actions), reason="Managed: updating the drifted NetworkPolicy")

@@ -5,7 +5,9 @@ The PVC of template ``data`` for Sandbox ``s`` is ``data-s``: the template's lab
 name-hash label, the template's annotations, the template's spec, controlled by the Sandbox.
 An existing PVC that the Sandbox controls is used as it is (a PVC's spec is immutable); an
 unowned one is adopted, with the same label rule as Pods, by adding the Sandbox as its
-controller; one controlled by someone else is an error. The templates are handled in order and
+controller, in a merge patch conditional on the PVC's resourceVersion (a 409 means someone else
+wrote first, maybe another adopter: the next pass decides again on the fresh PVC); one
+controlled by someone else is an error. The templates are handled in order and
 the first error stops the rest. The controller never deletes a PVC: not on suspend, not on
 expiry; the garbage collector removes it with the Sandbox.
 """
@@ -24,6 +26,7 @@ from services.sandbox.objects import (
     adoptable,
     owned_by_other_message,
     ownership,
+    resource_version_of,
     with_controller,
 )
 from services.sandbox.pods import sandbox_reference
@@ -88,8 +91,14 @@ def plan_claims(sandbox: Sandbox, existing: dict[str, Json], name_hash: str) -> 
         actions.append(
             Patch(
                 target=ObjectKey("PersistentVolumeClaim", namespace, pvc_name),
-                patch={"metadata": {"ownerReferences": references}},
+                patch={
+                    "metadata": {
+                        "ownerReferences": references,
+                        "resourceVersion": resource_version_of(pvc),
+                    }
+                },
                 why="adopt the PVC",
+                on_conflict="refresh",
             )
         )
     return ClaimsPlan(tuple(actions))

@@ -7,13 +7,13 @@ also wakes the Sandbox it is named after (the Pod a new Sandbox is about to adop
 yet). A change of a SandboxTemplate wakes it, and a NetworkPolicy wakes the template that
 controls it or whose name it carries (``<template>-network-policy``).
 
-The Sandbox reconciler is also the shell's keeper of two inputs the planner cannot make itself
-(spec/agent-sandbox.md §2.2 step 2, §2.5, §6):
+Two inputs of the Sandbox planner do not come from objects (spec/agent-sandbox.md §2.2 step 2,
+§2.5, §6):
 
-- the write-behind clock: when each Sandbox's Pod metadata patch was first held back, taken
-  from the :class:`~services.sandbox.plan.WriteBehindPlan` a pass returns and given to the next
-  pass as ``pod_patch_held_since``; in memory only (a restart restarts the window and loses no
-  write, because the patch itself is recomputed from the objects);
+- the write-behind clock: when each Sandbox's Pod metadata patch was first held back. A
+  holding pass returns it as its memo (:class:`~services.sandbox.plan.WriteBehindMemo`); the
+  runtime keeps that per key on the bus and hands it back, and ``observe`` passes it on as
+  ``pod_patch_held_since``;
 - tracing: the ``ReconcileSandbox`` span (attributes ``sandbox.name``, ``sandbox.namespace`` and
   the normalised ``agents.x-k8s.io/created-by``; parent: the Sandbox's trace-context
   annotation), and the running span's carrier as ``trace_context`` while the Sandbox has none.
@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import ClassVar
 
 import msgspec
 
@@ -54,7 +55,7 @@ from services.runtime.cache import (
 )
 from services.runtime.reconcile import Plan
 from services.runtime.reconcile.tracing import ReconcileSpan
-from services.runtime.reconcile.worker import WorkerDefinition
+from services.runtime.reconcile.worker import Observed, WorkerDefinition
 from services.sandbox.objects import annotations_of
 from services.sandbox.observation import (
     DEFAULT_CLUSTER_DOMAIN,
@@ -63,7 +64,7 @@ from services.sandbox.observation import (
     observe_sandbox,
     observe_template,
 )
-from services.sandbox.plan import WriteBehindPlan, plan_sandbox
+from services.sandbox.plan import WriteBehindMemo, plan_sandbox
 from services.sandbox.pods import normalize_created_by
 from services.sandbox.template import plan_template
 
@@ -98,32 +99,21 @@ class SandboxReconciler:
     write_behind: float = 0.0
     """Seconds the owned Pod's metadata patch may be held back (0: off; the planner bounds it)."""
     kind: str = field(default="Sandbox", init=False)
-    held_since: dict[ObjectKey, datetime] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    """The write-behind clock, per Sandbox."""
+    memo_type: ClassVar[type] = WriteBehindMemo
 
-    def observe(
-        self, key: ObjectKey, cache: ObjectCache, last_error: str | None
-    ) -> SandboxObservation:
+    def observe(self, key: ObjectKey, observed: Observed) -> SandboxObservation:
+        memo = observed.memo
         return observe_sandbox(
             key,
-            cache,
-            last_error,
+            observed.cache,
+            observed.last_error,
             cluster_domain=self.cluster_domain,
             write_behind=self.write_behind,
-            pod_patch_held_since=self.held_since.get(key),
+            pod_patch_held_since=memo.pod_patch_held_since if memo is not None else None,
         )
 
     def plan(self, inputs: SandboxObservation, now: datetime) -> Plan:
-        """The pure :func:`plan_sandbox`, plus keeping the write-behind clock from its answer."""
-        plan = plan_sandbox(inputs, now)
-        key = ObjectKey(self.kind, inputs.namespace, inputs.name)
-        if isinstance(plan, WriteBehindPlan):
-            self.held_since[key] = plan.held_since
-        else:
-            self.held_since.pop(key, None)
-        return plan
+        return plan_sandbox(inputs, now)
 
     def span(self, inputs: SandboxObservation) -> ReconcileSpan | None:
         if inputs.sandbox is None:
@@ -147,10 +137,8 @@ class SandboxReconciler:
 class TemplateReconciler:
     kind: str = field(default="SandboxTemplate", init=False)
 
-    def observe(
-        self, key: ObjectKey, cache: ObjectCache, last_error: str | None
-    ) -> TemplateObservation:
-        return observe_template(key, cache, last_error)
+    def observe(self, key: ObjectKey, observed: Observed) -> TemplateObservation:
+        return observe_template(key, observed.cache, observed.last_error)
 
     def plan(self, inputs: TemplateObservation, now: datetime) -> Plan:
         return plan_template(inputs, now)

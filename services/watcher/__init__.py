@@ -7,9 +7,11 @@ state table. After a restart, a 410
 or a leader handover it relists and publishes only what really changed, plus a synthetic
 deletion for every object that vanished in the gap.
 
-Functional core: :mod:`.diffing` (what to publish), :mod:`.recovery` (what was published),
-:mod:`.lease` (leader election decisions), :mod:`.tracing`, :mod:`.resources`.
-Imperative shell: :mod:`.kubeapi`, :mod:`.streams`, :mod:`.publisher`, :mod:`.watching`,
-:mod:`.election`, :mod:`.service` (``serve``, what ``sandbus run watcher`` runs), :mod:`.config`,
-and :mod:`.cancellation` (how every task the watcher starts is stopped on the way out).
+Functional core: :mod:`.diffing` (what to publish), :mod:`.recovery` (what was published, and
+the low-water mark the Lease carries), :mod:`.tracing`, :mod:`.resources`.
+Imperative shell: :mod:`.streams`, :mod:`.publisher`, :mod:`.watching`, :mod:`.service`
+(``serve``, what ``sandbus run watcher`` runs) and :mod:`.config`. From the shared runtime it
+takes the Kubernetes client (:mod:`services.runtime.kube`), the leader election
+(:mod:`services.runtime.election`), the bounded stream read (:mod:`services.runtime.streams`)
+and how every task it starts is stopped on the way out (:mod:`services.runtime.cancellation`).
 """

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.runtime.bus import BusConfig
-from services.watcher.lease import LeaseTimings
+from services.runtime.lease import LeaseTimings
 
 __all__ = ["WatcherConfig"]
 

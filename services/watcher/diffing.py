@@ -36,12 +36,12 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from events.envelope import ObjectKey
 from events.ids import ChangeKind, change_event_id
 
 __all__ = [
     "Change",
     "DiffError",
-    "ObjectKey",
     "Seen",
     "WatchEventType",
     "apply",
@@ -59,17 +59,6 @@ WatchEventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 class DiffError(ValueError):
     """An object without the identity the watcher needs (name, uid, resourceVersion)."""
-
-
-class ObjectKey(NamedTuple):
-    """Where an object lives: what a subject and a state-table entry are keyed by.
-
-    ``namespace`` is ``""`` for a cluster-scoped object.
-    """
-
-    kind: str
-    namespace: str
-    name: str
 
 
 class Seen(NamedTuple):

@@ -18,9 +18,14 @@ NATS therefore slows the watcher down; it never makes it buffer without limit.
 log (with its deterministic id as ``Nats-Msg-Id`` and the trace context as headers), then to the
 state table, each write fenced by the subject's last sequence
 (:func:`services.watcher.streams.fenced_publish`) and retried until it lands or this replica
-stops leading. The low-water mark (:class:`services.watcher.recovery.LowWater`) follows every
-change from its first write to its second, so that a successor knows where to look for a
-change that was cut in half.
+stops leading. The two writes differ in one point: when the fence finds another writer's
+message (two leaders overlapping), the event log takes ours after it, while the state table
+keeps the stored state if it is the same object at a resourceVersion at least as new
+(:func:`keeps_stored_message`), so an older state never becomes the latest.
+
+The low-water mark (:class:`services.watcher.recovery.LowWater`) follows every change from its
+first write to its second, so that a successor knows where to look for a change that was cut
+in half.
 
 A synthetic deletion has no object of its own: its object is the last state published for that
 key, read back from the state table (or the event log, if the state table lags).
@@ -46,19 +51,28 @@ from nats.aio.client import Client
 from nats.js.api import RawStreamMsg
 
 from events.codec import EventDecodeError, decode_event, encode_event
+from events.envelope import ObjectKey
 from events.headers import MSG_ID, event_headers
 from events.subjects import event_subject, state_subject
 from events.types import (
     ObjectAdded,
     ObjectDeleted,
+    ObjectEvent,
     ObjectModified,
     ObservedObjectError,
     observed_event,
 )
 from services.runtime.bus import BusConfig, ensure_bus, publish_dead_letter
 from services.runtime.cancellation import honour_lost_cancellation, supervise
-from services.watcher.diffing import Change, ObjectKey
-from services.watcher.recovery import LowWater, Seqs, StoredEventError, stored_event
+from services.watcher.diffing import Change
+from services.watcher.recovery import (
+    LowWater,
+    Seqs,
+    StoredEventError,
+    keeps_stored_state,
+    state_identity,
+    stored_event,
+)
 from services.watcher.resources import WatchedResource
 from services.watcher.streams import (
     TRANSIENT,
@@ -76,6 +90,7 @@ __all__ = [
     "Publisher",
     "event_id_of_log_message",
     "event_id_of_state_message",
+    "keeps_stored_message",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,6 +115,21 @@ def event_id_of_state_message(msg: RawStreamMsg) -> str | None:
         return stored_event(msg.data, msg.seq or 0).event_id
     except StoredEventError:
         return None
+
+
+def keeps_stored_message(ours: ObjectEvent, stored: RawStreamMsg) -> bool:
+    """Whether the state table keeps ``stored`` instead of taking ``ours``
+    (:func:`~services.watcher.recovery.keeps_stored_state`); a stored message that is not an
+    observed change is written over."""
+    if not stored.data:
+        return False
+    try:
+        event = decode_event(stored.data)
+    except EventDecodeError:
+        return False
+    return isinstance(event, ObjectAdded | ObjectModified | ObjectDeleted) and keeps_stored_state(
+        state_identity(event), state_identity(ours)
+    )
 
 
 class Publisher:
@@ -241,6 +271,7 @@ class Publisher:
             expected=seqs.state,
             stored_id=event_id_of_state_message,
             msg_ttl=self._bus.state_tombstone_ttl if deleted else None,
+            keep_stored=functools.partial(keeps_stored_message, event),
         )
         self._low_water.end(floor)
         self.stats.published += 1

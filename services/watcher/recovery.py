@@ -11,12 +11,19 @@ nothing in the state table says a synthetic deletion is owed.
 So the published view is rebuilt from both. Finding the events whose state-table write was cut
 off must not mean reading the whole event log, which is why the watcher keeps a **low-water
 mark** (:class:`LowWater`): the event-log sequence below which every event it published has
-reached the state table. It is recorded in the leader's Lease at every renewal (and in a header
-of every state-table write, as a fallback). A new leader reads the event log's watcher subjects
+reached the state table. It is recorded in the leader's Lease at every renewal, in the
+annotation :data:`LOW_WATER_ANNOTATION` (and in a header of every state-table write, as a
+fallback). A new leader reads the event log's watcher subjects
 from the highest mark it finds, takes the newest event per object from that tail, and where
 that event is not the one the state table holds, the log wins (it is written first, so it can
 only be ahead) and the state table is repaired. With no mark anywhere (a first start, or a
 state table that was lost), the whole event log is read: slow once, but correct.
+
+Two leaders for a moment. During a handover the old leader may still write what it decided
+before it noticed the loss. Both write through the subject-sequence fence; when it finds
+another writer's message, the event log takes ours after it (the log keeps every event), but
+the state table must not take an older state of the object over a newer one:
+:func:`keeps_stored_state` decides.
 
 The tracker's arithmetic: each change takes a *floor* when it starts (one more than the
 highest event-log sequence acknowledged so far, which no publish still in flight can be below)
@@ -29,23 +36,34 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import msgspec
 
-from events.ids import ChangeEventId, EventIdError, parse_change_event_id
-from services.watcher.diffing import ObjectKey, Seen
+from events.envelope import ObjectKey
+from events.ids import ChangeEventId, ChangeKind, EventIdError, parse_change_event_id
+from events.types import ObjectAdded, ObjectDeleted, ObjectEvent
+from services.runtime.cache import compare_resource_versions
+from services.watcher.diffing import Seen
 
 __all__ = [
+    "LOW_WATER_ANNOTATION",
     "LowWater",
     "Recovered",
     "Seqs",
     "StoredEvent",
     "StoredEventError",
+    "keeps_stored_state",
+    "low_water_annotations",
+    "low_water_of",
     "newest_per_key",
     "recover",
+    "state_identity",
     "stored_event",
 ]
+
+LOW_WATER_ANNOTATION: Final = "watcher.sandbus.io/event-log-low-water"
+"""The Lease annotation that carries the leader's low-water mark."""
 
 
 class StoredEventError(ValueError):
@@ -146,13 +164,18 @@ def recover(
     """Combine the state table with the newest event per key from the event log's tail.
 
     Where both know a key and hold different events, the log's is newer: it is written first,
-    and the tail starts below every event whose state write may be missing.
+    and the tail starts below every event whose state write may be missing. Unless two leaders
+    overlapped: then the log's last event of an object may be a stale leader's older state,
+    which the state table refused (:func:`keeps_stored_state`), and the state table's stays.
     """
     recovered = Recovered()
     for key in sorted(set(state) | set(log_tail)):
         stored = state.get(key)
         logged = log_tail.get(key)
-        if logged is not None and (stored is None or stored.id != logged.id):
+        if logged is not None and (
+            stored is None
+            or (stored.id != logged.id and not keeps_stored_state(stored.id, logged.id))
+        ):
             recovered.repairs.append(logged)
             latest = logged
             seqs = Seqs(event=logged.seq, state=stored.seq if stored else None)
@@ -207,3 +230,53 @@ class LowWater:
         if self._floors:
             return min(self._floors)
         return self._last_acked + 1
+
+
+def low_water_annotations(mark: int | None) -> dict[str, str]:
+    """What a renewal of the Lease records: the mark, or nothing (the Lease keeps its own)."""
+    return {LOW_WATER_ANNOTATION: str(mark)} if mark is not None else {}
+
+
+def low_water_of(annotations: Mapping[str, str]) -> int | None:
+    """The mark a leader recorded in the Lease's annotations, if it recorded a valid one."""
+    value = annotations.get(LOW_WATER_ANNOTATION)
+    if isinstance(value, str) and value.isdigit() and int(value) >= 1:
+        return int(value)
+    return None
+
+
+def state_identity(event: ObjectEvent) -> ChangeEventId:
+    """Which state of which incarnation ``event`` carries, read from its object."""
+    metadata = event.data.object.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    change: ChangeKind = (
+        "deleted"
+        if isinstance(event, ObjectDeleted)
+        else "added"
+        if isinstance(event, ObjectAdded)
+        else "modified"
+    )
+    return ChangeEventId(
+        str(metadata.get("uid") or ""), str(metadata.get("resourceVersion") or ""), change
+    )
+
+
+def keeps_stored_state(stored: ChangeEventId, ours: ChangeEventId) -> bool:
+    """Whether the state table keeps ``stored`` (the latest state of the object it holds,
+    another writer's) instead of taking ``ours``.
+
+    Only a state of the same incarnation (uid) is compared: a deletion is final for it, and
+    otherwise the stored state stays when it is not older than ours. resourceVersions are
+    ordered only where both are decimal integers (real API servers and the development cluster
+    issue those); otherwise only an equal one counts as "not older". At an equal
+    resourceVersion a deletion is newer than the state it deletes (a synthetic deletion
+    carries the last state's resourceVersion).
+    """
+    if not stored.uid or stored.uid != ours.uid:
+        return False
+    if stored.change == "deleted":
+        return True
+    order = compare_resource_versions(stored.resource_version, ours.resource_version)
+    if order is None:
+        return False
+    return order > 0 or (order == 0 and ours.change != "deleted")

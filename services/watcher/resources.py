@@ -48,6 +48,10 @@ the objects it does not select. An object that loses its mark (its labels, or it
 reference when it is orphaned) leaves the selection: that is published as a deletion, which is
 what a label-selector watch of the API server would report too.
 
+Where each kind lives (group, version, plural, paths) is not repeated here: it comes from the
+one kind→resource table of sandbus, :data:`services.runtime.kube.RESOURCES`. This module adds
+only the selection.
+
 The watcher's ClusterRole (deploy/base/rbac/watcher.yaml) must allow get, list and watch on
 every resource here; a unit test holds the two together.
 """
@@ -66,6 +70,7 @@ from api.opensandbox import (
     LABEL_POOL_NAME,
     LABEL_SANDBOX_SNAPSHOT_NAME,
 )
+from services.runtime.kube import RESOURCES, Resource
 
 __all__ = ["BUILTIN_RESOURCES", "CUSTOM_RESOURCES", "WATCHED_RESOURCES", "WatchedResource"]
 
@@ -75,26 +80,42 @@ class WatchedResource:
     """One resource the watcher lists and watches cluster-wide."""
 
     kind: str
-    group: str
-    """``""`` for the core API group."""
-    version: str
-    plural: str
+    """A kind of :data:`services.runtime.kube.RESOURCES`."""
     label_keys: tuple[str, ...] = ()
     """Selected objects carry at least one of these label keys..."""
     controllers: tuple[tuple[str, str], ...] = ()
     """...or a controller ownerReference to one of these ``(API group, kind)``. Neither label
     keys nor controllers: every object is selected."""
 
+    def __post_init__(self) -> None:
+        if self.kind not in RESOURCES:
+            raise ValueError(f"{self.kind} is not in the kind→resource table (RESOURCES)")
+
+    @property
+    def resource(self) -> Resource:
+        return RESOURCES[self.kind]
+
+    @property
+    def group(self) -> str:
+        """``""`` for the core API group."""
+        return self.resource.group
+
+    @property
+    def version(self) -> str:
+        return self.resource.version
+
+    @property
+    def plural(self) -> str:
+        return self.resource.plural
+
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+        return self.resource.api_version
 
     @property
     def path(self) -> str:
         """The cluster-wide collection path (``/api/v1/pods``, ``/apis/G/V/plural``)."""
-        if self.group:
-            return f"/apis/{self.group}/{self.version}/{self.plural}"
-        return f"/api/{self.version}/{self.plural}"
+        return self.resource.path()
 
     @property
     def label_selector(self) -> str | None:
@@ -143,13 +164,7 @@ def _controller_of(metadata: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 CUSTOM_RESOURCES: tuple[WatchedResource, ...] = tuple(
-    WatchedResource(
-        kind=kind.KIND.kind,
-        group=kind.KIND.group,
-        version=kind.KIND.version,
-        plural=kind.KIND.plural,
-    )
-    for kind in ALL_KINDS
+    WatchedResource(kind=kind.KIND.kind) for kind in ALL_KINDS
 )
 
 _AGENT_SANDBOX_OWNED = (LABEL_SANDBOX_NAME_HASH, LABEL_ADOPTABLE)
@@ -157,33 +172,13 @@ _AGENT_SANDBOX_OWNED = (LABEL_SANDBOX_NAME_HASH, LABEL_ADOPTABLE)
 BUILTIN_RESOURCES: tuple[WatchedResource, ...] = (
     WatchedResource(
         kind="Pod",
-        group="",
-        version="v1",
-        plural="pods",
         label_keys=(*_AGENT_SANDBOX_OWNED, LABEL_POOL_NAME, LABEL_BATCH_SANDBOX_NAME),
     ),
-    WatchedResource(
-        kind="Service", group="", version="v1", plural="services", label_keys=_AGENT_SANDBOX_OWNED
-    ),
-    WatchedResource(
-        kind="PersistentVolumeClaim",
-        group="",
-        version="v1",
-        plural="persistentvolumeclaims",
-        label_keys=_AGENT_SANDBOX_OWNED,
-    ),
-    WatchedResource(
-        kind="Job",
-        group="batch",
-        version="v1",
-        plural="jobs",
-        label_keys=(LABEL_SANDBOX_SNAPSHOT_NAME,),
-    ),
+    WatchedResource(kind="Service", label_keys=_AGENT_SANDBOX_OWNED),
+    WatchedResource(kind="PersistentVolumeClaim", label_keys=_AGENT_SANDBOX_OWNED),
+    WatchedResource(kind="Job", label_keys=(LABEL_SANDBOX_SNAPSHOT_NAME,)),
     WatchedResource(
         kind="NetworkPolicy",
-        group="networking.k8s.io",
-        version="v1",
-        plural="networkpolicies",
         controllers=(
             (SandboxTemplate.KIND.group, SandboxTemplate.KIND.kind),
             (SandboxClaim.KIND.group, SandboxClaim.KIND.kind),

@@ -1,8 +1,11 @@
 """The watcher service: elect a leader, recover what was published, then list and watch forever.
 
 ``serve(settings)`` is what ``sandbus run watcher`` runs. Every replica runs the Lease loop
-(:class:`~services.watcher.election.LeaseElector`); the one that leads runs a *session*, and a
-session ends the moment leadership is lost (its tasks are cancelled, its memory dropped).
+(:class:`~services.runtime.election.LeaseElector`); the one that leads runs a *session*, and a
+session ends the moment leadership is lost (its tasks are cancelled, its memory dropped). The
+watcher keeps one piece of its own state on the Lease: its event-log low-water mark, in an
+annotation that every renewal records and a new leader reads
+(:data:`~services.watcher.recovery.LOW_WATER_ANNOTATION`).
 A session:
 
 1. **Recovers** the published view from the bus (:mod:`services.watcher.recovery`): the state
@@ -19,44 +22,50 @@ bus, whoever published it, and the fences and deterministic ids absorb a moment 
 Stopping: one cancellation stops a replica, at any moment, within a bound. Every task it
 starts (the Lease loop, the session, its publishing and watch tasks) is cancelled and awaited
 on the way out, the Lease is released if held, and the NATS connection is closed with a bound;
-:mod:`services.watcher.cancellation` explains why that needs more than ``TaskGroup`` on
+:mod:`services.runtime.cancellation` explains why that needs more than ``TaskGroup`` on
 Python 3.11. Operators read in the log when a replica leads, stands by, recovers and stops
 leading (and why); :mod:`.watching` logs the relists and watch restarts.
 
-Connections: NATS reconnects forever (nats-py buffers publishes while it does, and every write
-is retried until acknowledged); the API server is retried by each loop with backoff. Neither
-being down at start-up is fatal: the service waits for both.
+Connections: NATS reconnects for ever, or within ``SANDBUS_NATS_RECONNECT_BUDGET``, through the
+one :func:`~services.runtime.connection.connect_nats` every service uses (nats-py buffers
+publishes while it does, and every write is retried until acknowledged); a connection gone for
+good stops the service with an error, so that it is restarted. The API server is retried by
+each loop with backoff. Neither being down at start-up is fatal: the service waits for both.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import nats
 from kubernetes_asyncio.client import ApiClient
 from nats.aio.client import Client
 from nats.js.errors import APIError
 
+from events.codec import EventDecodeError, decode_event
+from events.envelope import ObjectKey
 from events.headers import CONTENT_TYPE, TRACEPARENT, TRACESTATE
 from events.subjects import EVENT_LOG_SUBJECTS, STATE_SUBJECTS, state_subject
+from events.types import ObjectAdded, ObjectDeleted, ObjectModified
 from services.runtime.bus import ensure_bus
 from services.runtime.cancellation import honour_lost_cancellation, stop_tasks, supervise
+from services.runtime.connection import budget_from_environment, connect_nats
+from services.runtime.election import LeaseElector
+from services.runtime.kube import KubeApi
 from services.runtime.settings import Settings, kube_api_client
+from services.runtime.streams import read_to_end
 from services.watcher.config import WatcherConfig
-from services.watcher.diffing import ObjectKey, Seen
-from services.watcher.election import LeaseElector
-from services.watcher.kubeapi import KubeApi
+from services.watcher.diffing import Seen
 from services.watcher.publisher import (
     EVENT_SEQUENCE_HEADER,
     LOW_WATER_HEADER,
     Publisher,
     event_id_of_state_message,
+    keeps_stored_message,
 )
 from services.watcher.recovery import (
     LowWater,
@@ -64,21 +73,17 @@ from services.watcher.recovery import (
     Seqs,
     StoredEvent,
     StoredEventError,
+    low_water_annotations,
+    low_water_of,
     newest_per_key,
     recover,
     stored_event,
 )
 from services.watcher.resources import WATCHED_RESOURCES, WatchedResource
-from services.watcher.streams import (
-    TRANSIENT,
-    Backoff,
-    PublishStats,
-    fenced_publish,
-    read_range,
-)
+from services.watcher.streams import TRANSIENT, Backoff, PublishStats, fenced_publish
 from services.watcher.watching import ResourceWatcher
 
-__all__ = ["Session", "Watcher", "close_quietly", "connect_nats", "redacted", "serve"]
+__all__ = ["Session", "Watcher", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +122,15 @@ class Watcher:
         self.resources = tuple(resources)
         self._by_kind = {resource.kind: resource for resource in self.resources}
         self.kube = KubeApi(api_client, request_timeout=config.request_timeout)
+        self._low_water: Callable[[], int | None] = lambda: None
+        """The mark each renewal of the Lease records (None: the Lease keeps the one it has)."""
         self.elector = LeaseElector(
             KubeApi(api_client, request_timeout=max(1.0, config.lease.renew_deadline / 2)),
             namespace=config.lease_namespace,
             name=config.lease_name,
             identity=config.identity,
             timings=config.lease,
+            annotations=lambda: low_water_annotations(self._low_water()),
         )
         self.stats = PublishStats()
         self.session: Session | None = None
@@ -162,7 +170,7 @@ class Watcher:
             await stop_tasks((leading, lost))
             # The session's last mark stays true after it: record it on release.
             final = session.low_water.value if session.low_water is not None else None
-            self.elector.low_water = lambda: final
+            self._low_water = lambda: final
         error = leading.exception() if leading.done() and not leading.cancelled() else None
         if error is not None and self.elector.is_leader():
             # Losing the lease fails the session's writes (LeadershipLost) by design; anything
@@ -178,7 +186,7 @@ class Watcher:
 
     async def _lead(self, session: Session) -> None:
         # Until recovered, renewals keep the mark the Lease already carries (the predecessor's).
-        self.elector.low_water = lambda: None
+        self._low_water = lambda: None
         recovered, low_water = await self._recover(session)
         session.recovered, session.low_water = recovered, low_water
         log.info(
@@ -187,7 +195,7 @@ class Watcher:
             len(recovered.view),
             session.scanned_from or 1,
         )
-        self.elector.low_water = lambda: low_water.value
+        self._low_water = lambda: low_water.value
         views: dict[str, dict[ObjectKey, Seen]] = defaultdict(dict)
         for key, seen in recovered.view.items():
             views[key.kind][key] = seen
@@ -238,9 +246,12 @@ class Watcher:
         bus = self.config.bus
         state: dict[ObjectKey, StoredEvent] = {}
         marks: list[int] = []
-        if self.elector.inherited_low_water:
-            marks.append(self.elector.inherited_low_water)
-        async for msg in read_range(self.js, bus.state_stream, _STATE_FILTER):
+        inherited = low_water_of(self.elector.inherited_annotations)
+        if inherited:
+            marks.append(inherited)
+        async for msg in read_to_end(
+            self.js, bus.state_stream, [_STATE_FILTER], name_prefix="watcher-recovery"
+        ):
             try:
                 entry = stored_event(
                     msg.data,
@@ -261,8 +272,12 @@ class Watcher:
         honour_lost_cancellation()
         logged: dict[ObjectKey, tuple[StoredEvent, bytes, dict[str, str]]] = {}
         if start is None or start <= last_seq:
-            async for msg in read_range(
-                self.js, bus.event_log_stream, _EVENTS_FILTER, start_seq=start
+            async for msg in read_to_end(
+                self.js,
+                bus.event_log_stream,
+                [_EVENTS_FILTER],
+                start_seq=start,
+                name_prefix="watcher-recovery",
             ):
                 seq = msg.metadata.sequence.stream
                 last_seq = max(last_seq, seq)
@@ -299,6 +314,10 @@ class Watcher:
         }
         headers[EVENT_SEQUENCE_HEADER] = str(repair.seq)
         headers[LOW_WATER_HEADER] = str(low_water)
+        try:
+            ours = decode_event(payload)
+        except EventDecodeError:
+            ours = None
         state_seq = await fenced_publish(
             self.js,
             stream=self.config.bus.state_stream,
@@ -315,99 +334,31 @@ class Watcher:
             msg_ttl=(
                 self.config.bus.state_tombstone_ttl if repair.id.change == "deleted" else None
             ),
+            keep_stored=(
+                functools.partial(keeps_stored_message, ours)
+                if isinstance(ours, ObjectAdded | ObjectModified | ObjectDeleted)
+                else None
+            ),
         )
         recovered.seqs[key] = Seqs(repair.seq, state_seq)
 
 
-async def connect_nats(url: str, *, name: str) -> Client:
-    """A NATS connection that reconnects forever; waits (with backoff) for a first connection."""
-
-    connected: list[Client] = []
-
-    async def disconnected() -> None:
-        if connected and connected[0].is_closed:
-            return  # our own close, not an outage
-        log.warning("NATS disconnected; reconnecting")
-
-    async def reconnected() -> None:
-        log.info("NATS reconnected")
-
-    async def error(exc: Exception) -> None:
-        # nats-py retries a first connection by itself, forever: say once that it is trying.
-        if not connected and not warned:
-            warned.append(exc)
-            log.warning("cannot connect to NATS at %s: %r; retrying until it answers", shown, exc)
-        else:
-            log.debug("NATS: %r", exc)
-
-    warned: list[Exception] = []
-    shown = redacted(url)
-
-    backoff = Backoff(initial=0.2, maximum=5.0)
-    while True:
-        try:
-            options: dict[str, Any] = {
-                "name": name,
-                "connect_timeout": 2,
-                "allow_reconnect": True,
-                "max_reconnect_attempts": -1,
-                "reconnect_time_wait": 0.5,
-                "ping_interval": 10,
-                "max_outstanding_pings": 3,
-                "disconnected_cb": disconnected,
-                "reconnected_cb": reconnected,
-                "error_cb": error,
-            }
-            client = await nats.connect(url, **options)
-        except (*TRANSIENT, nats.errors.NoServersError) as failure:
-            log.warning("cannot connect to NATS at %s: %r; retrying", shown, failure)
-            await backoff.wait()
-            continue
-        connected.append(client)
-        try:
-            honour_lost_cancellation()
-        except asyncio.CancelledError:
-            await close_quietly(client)
-            raise
-        log.info("connected to NATS at %s", shown)
-        return client
-
-
-def redacted(url: str) -> str:
-    """``url`` (one or several, comma-separated) with its secrets masked, fit for a log line:
-    the NATS URL of a Deployment carries the service's password (``user:password@``), and a
-    lone ``token@`` is a secret too."""
-
-    def one(part: str) -> str:
-        split = urlsplit(part.strip())
-        _, at, host = split.netloc.rpartition("@")
-        if not at:
-            return part.strip()
-        shown = f"{split.username}:***" if split.password is not None else "***"
-        return urlunsplit(split._replace(netloc=f"{shown}@{host}"))
-
-    return ",".join(one(part) for part in url.split(","))
-
-
-async def close_quietly(nc: Client, *, bound: float = 2.0) -> None:
-    """Close ``nc``, giving up after ``bound`` seconds: a stop must not hang on a NATS that is
-    away (whatever was still buffered for it is lost either way)."""
-    try:
-        async with asyncio.timeout(bound):
-            await nc.close()
-    except Exception as error:
-        log.debug("closing the NATS connection: %r", error)
-
-
 async def serve(settings: Settings) -> None:
-    """``sandbus run watcher``: run one replica until cancelled."""
+    """``sandbus run watcher``: run one replica until cancelled, or until its NATS connection is
+    gone for good (:mod:`services.runtime.connection`)."""
     config = WatcherConfig.from_env()
-    nc = await connect_nats(settings.nats_url, name=f"sandbus-watcher {config.identity}")
+    connection = await connect_nats(
+        settings.nats_url,
+        name=f"sandbus-watcher {config.identity}",
+        budget=budget_from_environment(),
+        reconnect_wait=0.5,
+    )
     try:
         api_client = await kube_api_client(settings)
         try:
-            await Watcher(nc, api_client, config).run()
+            watcher = Watcher(connection.client, api_client, config)
+            await supervise([("watcher", watcher.run()), ("nats", connection.lost())])
         finally:
             await api_client.close()
     finally:
-        await close_quietly(nc)
+        await connection.close()

@@ -1,23 +1,23 @@
-"""Reading the event log and the state table back, and writing to them with a fence.
+"""Writing to the event log and the state table with a fence, and reading one message back.
 
-Three operations that the publisher and the recovery need, kept thin:
+What the publisher and the recovery need, kept thin (reading a whole stream is
+:func:`services.runtime.streams.read_to_end`):
 
-- :func:`read_range`: every message of a stream under a filter from a start sequence, through an
-  ephemeral pull consumer without acks (nothing is consumed; the consumer is deleted after), in
-  bounded batches, ending when the consumer reports nothing pending.
 - :func:`last_message`: the last message on one subject, by direct get (both streams have
   ``allow_direct``), or None.
 - :func:`fenced_publish`: a publish with ``Nats-Expected-Last-Subject-Sequence``. The fence is
   what keeps one object's events in order when two leaders overlap for a moment, and what makes
   a retry after a lost acknowledgement land exactly once even outside the duplicate window: the
   server refuses a write whose writer has not seen the subject's latest message (error 10071),
-  and then the latest message says whether it is already ours (done) or someone else's (write
-  again after it, if this replica still leads). Transient failures (NATS restarting,
-  timeouts) are retried with backoff for as long as ``may_write`` says so: a change is never
-  dropped while this replica leads.
+  and then the latest message says whether it is already ours (done) or someone else's. The
+  event log writes ours after someone else's (it keeps every event, if this replica still
+  leads); the state table first asks ``keep_stored`` whether the stored message is a state at
+  least as new as ours, and then keeps it and writes nothing (done as well). Transient
+  failures (NATS restarting, timeouts) are retried with backoff for as long as ``may_write``
+  says so: a change is never dropped while this replica leads.
 
 Each of them, and every retry through :class:`Backoff`, raises a cancellation that nats-py
-lost on the way (:func:`services.watcher.cancellation.honour_lost_cancellation`).
+lost on the way (:func:`services.runtime.cancellation.honour_lost_cancellation`).
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RawStreamMsg
+from nats.js.api import RawStreamMsg
 from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
 from services.runtime.cancellation import honour_lost_cancellation
@@ -45,7 +44,6 @@ __all__ = [
     "PublishStats",
     "fenced_publish",
     "last_message",
-    "read_range",
 ]
 
 log = logging.getLogger(__name__)
@@ -92,53 +90,10 @@ class PublishStats:
     """Writes refused by the subject-sequence fence and resolved by reading the subject."""
     retries: int = 0
     """Writes retried after a transient failure (NATS unreachable, a timeout)."""
+    superseded: int = 0
+    """State-table writes not made because the fence found another writer's state of the same
+    object that is at least as new (two leaders overlapping)."""
     dead_lettered: int = 0
-
-
-async def read_range(
-    js: JetStreamContext,
-    stream: str,
-    filter_subject: str,
-    *,
-    start_seq: int | None = None,
-    batch: int = 256,
-    fetch_timeout: float = 5.0,
-) -> AsyncIterator[Msg]:
-    """Every stored message of ``stream`` under ``filter_subject`` from ``start_seq`` (all when
-    None), oldest first."""
-    config = ConsumerConfig(
-        ack_policy=AckPolicy.NONE,
-        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start_seq else DeliverPolicy.ALL,
-        opt_start_seq=start_seq if start_seq else None,
-        filter_subject=filter_subject,
-        inactive_threshold=60.0,
-        mem_storage=True,
-        num_replicas=1,
-    )
-    sub = await js.pull_subscribe(filter_subject, stream=stream, config=config)
-    consumer_name = config.name  # pull_subscribe names the ephemeral consumer in the config
-    try:
-        info = await sub.consumer_info()
-        honour_lost_cancellation()
-        if not info.num_pending:
-            return
-        while True:
-            try:
-                messages = await sub.fetch(batch, timeout=fetch_timeout)
-            except TimeoutError:
-                honour_lost_cancellation()
-                continue
-            honour_lost_cancellation()
-            for msg in messages:
-                yield msg
-                if msg.metadata.num_pending == 0:
-                    return
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-        with contextlib.suppress(Exception):
-            if consumer_name:
-                await js.delete_consumer(stream, consumer_name)
 
 
 async def last_message(js: JetStreamContext, stream: str, subject: str) -> RawStreamMsg | None:
@@ -165,11 +120,16 @@ async def fenced_publish(
     stats: PublishStats,
     ack_timeout: float = 5.0,
     msg_ttl: float | None = None,
+    keep_stored: Callable[[RawStreamMsg], bool] | None = None,
 ) -> int:
-    """Write ``payload`` as the next message of ``subject``; returns its stream sequence.
+    """Write ``payload`` as the next message of ``subject``; returns its stream sequence (or,
+    when the stored message is kept, the stored one's).
 
     ``expected`` is the subject's last sequence as this writer knows it (None: no message).
     ``stored_id`` reads the event id of a stored message, to recognise our own write.
+    ``keep_stored`` says whether another writer's stored message is to stay instead of ours
+    (the state table: it holds a state of the object at least as new); without it, ours is
+    written after it (the event log).
     Raises :class:`LeadershipLost` as soon as ``may_write`` turns False.
     """
     backoff = Backoff()
@@ -208,6 +168,20 @@ async def fenced_publish(
                 )
                 if ours:
                     assert last is not None and last.seq is not None
+                    return last.seq
+                if (
+                    keep_stored is not None
+                    and last is not None
+                    and last.seq is not None
+                    and keep_stored(last)
+                ):
+                    log.info(
+                        "%s: not writing %s over another writer's newer state (sequence %s)",
+                        subject,
+                        event_id,
+                        last.seq,
+                    )
+                    stats.superseded += 1
                     return last.seq
                 expected = last.seq if last is not None else None
                 continue

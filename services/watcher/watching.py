@@ -42,10 +42,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from events.envelope import ObjectKey
+from services.runtime.kube import Expired, KubeApi, KubeError, StreamBroken, StreamStalled
 from services.watcher.diffing import (
     Change,
     DiffError,
-    ObjectKey,
     Seen,
     WatchEventType,
     key_of,
@@ -53,14 +54,6 @@ from services.watcher.diffing import (
     record,
     vanished_changes,
     watch_changes,
-)
-from services.watcher.kubeapi import (
-    CONNECTION_ERRORS,
-    Expired,
-    KubeApi,
-    KubeApiError,
-    StreamBroken,
-    StreamStalled,
 )
 from services.watcher.resources import WatchedResource
 from services.watcher.streams import Backoff
@@ -70,7 +63,6 @@ __all__ = ["ResourceWatcher", "WatchStats"]
 log = logging.getLogger(__name__)
 
 _CHANGE_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})
-_RETRIED: tuple[type[BaseException], ...] = (KubeApiError, *CONNECTION_ERRORS)
 _FAILURES_BEFORE_RELIST = 3
 _SESSION_START = "the session started"
 
@@ -145,12 +137,16 @@ class ResourceWatcher:
                 self.resource_version = None
             except StreamStalled as error:
                 self.stats.stalls += 1
-                log.warning("%s: %s; watching again from %s", kind, error, self.resource_version)
+                log.warning(
+                    "%s: %s; watching again from %s", kind, error.message, self.resource_version
+                )
             except StreamBroken as error:
                 self.stats.broken += 1
-                log.info("%s: %s; watching again from %s", kind, error, self.resource_version)
+                log.info(
+                    "%s: %s; watching again from %s", kind, error.message, self.resource_version
+                )
                 await backoff.wait()
-            except _RETRIED as error:
+            except KubeError as error:  # an error status, or no answer at all (status 0)
                 self.stats.errors += 1
                 failures += 1
                 if failures >= _FAILURES_BEFORE_RELIST or self.resource_version is None:
@@ -179,7 +175,10 @@ class ResourceWatcher:
         token: str | None = None
         while True:
             page = await self._kube.list_page(
-                self.resource, limit=self._page_size, continue_token=token
+                self.resource.kind,
+                limit=self._page_size,
+                continue_token=token,
+                label_selector=self.resource.label_selector,
             )
             metadata = _mapping(page.get("metadata"))
             if list_version is None:
@@ -204,7 +203,7 @@ class ResourceWatcher:
         vanished = vanished_changes(self.view, listed)
         await self._decide(vanished)
         if list_version is None:
-            raise KubeApiError(500, "BadResponse", "the list carries no resourceVersion")
+            raise KubeError(500, "BadResponse", "the list carries no resourceVersion")
         self.resource_version = list_version
         log.info(
             "%s: relisted at resourceVersion %s (%s): %d objects selected, %d changes to "
@@ -223,9 +222,10 @@ class ResourceWatcher:
         assert self.resource_version is not None
         self.stats.watches += 1
         async with self._kube.watch(
-            self.resource,
+            self.resource.kind,
             resource_version=self.resource_version,
             timeout_seconds=random.randint(*self._server_timeout),
+            label_selector=self.resource.label_selector,
         ) as stream:
             while True:
                 event = await stream.next_event(self._inactivity_limit)

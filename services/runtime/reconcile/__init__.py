@@ -11,7 +11,8 @@ the Kubernetes API and records the decision on the bus. The modules, in the orde
 - :mod:`.queueing` — the work queue: one task per key at a time, requeue-after, backoff.
 - :mod:`.actions` — what planners return: Create / Patch / Replace / Delete, and the Plan.
 - :mod:`.executing` — actions against the API server, answers into the cache.
-- :mod:`.kube` — the small JSON client for the kinds we write.
+- :mod:`services.runtime.kube` (beside this package) — the Kubernetes client, one
+  :class:`~services.runtime.kube.KubeError` for every failure.
 - :mod:`.worker` — the loop that ties them together and records each decision.
 - :mod:`.tracing` — optional OpenTelemetry spans around reconciles and their steps.
 

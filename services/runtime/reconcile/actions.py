@@ -1,8 +1,14 @@
-"""What a planner returns: typed Kubernetes writes, in order, plus when to look again and why.
+"""What a planner returns: typed actions, in order, plus when to look again, why, and a memo.
 
-Planners are pure (``plan(observed, now) -> Plan``), so they cannot talk to the API server;
-they describe each write completely instead, and the shell (:mod:`.executing`) carries it out.
-The four actions are the four writes a controller needs:
+Planners are pure (``plan(observed, now) -> Plan``), so they cannot talk to the API server or
+the bus; they describe each action completely instead, and the shell (:mod:`.executing`)
+carries it out through the executor registered for the action's type. An action is any frozen
+dataclass with the :class:`Action` shape (``verb``, ``target``, ``why``, ``step``); a worker
+registers its own kinds with their executors in its
+:class:`~services.runtime.reconcile.worker.WorkerDefinition`, and an action whose type has no
+executor fails the pass instead of being guessed at.
+
+The runtime executes five kinds itself. Four are the writes a controller needs:
 
 :class:`Create`
     POST a complete object. AlreadyExists is not a failure: the shell reads the existing object
@@ -19,24 +25,38 @@ The four actions are the four writes a controller needs:
     With optional ``uid``/``resourceVersion`` preconditions, so a delete decided on one
     incarnation of an object never removes its successor.
 
+The fifth, :class:`Ack`, acknowledges a message that a further input source (a warm-queue pull
+consumer) delivered into this reconcile. Put it last: the shell stops at the first failed
+action, so a message is acked only once every write before it is committed
+(ack-after-commit), and a worker that dies before that leaves the message to be redelivered.
+
 Every action carries ``why``, one line for a person, which becomes the ``detail`` of the
 action in the recorded decision, and may carry ``step``: the part of the reconcile it belongs
 to (a :class:`Step` of the plan), which only tracing looks at.
 
+A plan may return a ``memo``: per-key memory the worker keeps (on the bus, so a restart finds
+it) and hands to the next observe of the same key (a write-behind clock, "waiting since").
+
 :func:`merge_patch` computes the merge patch that turns one JSON document into another, the
 way controller-runtime's ``client.MergeFrom`` does: changed and added fields as they are,
-removed fields as ``null``, lists replaced whole.
+removed fields as ``null``, lists replaced whole. :func:`plan_digest` names what a plan
+decides, for comparing a re-run with the recorded decision.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Protocol
+
+import msgspec
 
 from services.runtime.cache import Json, ObjectKey, key_of
 
 __all__ = [
+    "Ack",
     "Action",
     "Create",
     "Delete",
@@ -46,13 +66,31 @@ __all__ = [
     "SpanEvent",
     "Step",
     "merge_patch",
-    "target_of",
+    "plan_digest",
 ]
 
 PropagationPolicy = Literal["Foreground", "Background", "Orphan"]
 OnConflict = Literal["fail", "refresh"]
 """What a 409 Conflict of a conditional write means: a failure (retried with backoff), or
 "someone else wrote first": read the object again and plan anew at once."""
+
+
+class Action(Protocol):
+    """The shape of every action: a dataclass saying what it does to which object, and why."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def verb(self) -> str: ...
+
+    @property
+    def target(self) -> ObjectKey: ...
+
+    @property
+    def why(self) -> str: ...
+
+    @property
+    def step(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -62,6 +100,11 @@ class Create:
     body: Json
     why: str = ""
     step: str = ""
+    verb = "create"
+
+    @property
+    def target(self) -> ObjectKey:
+        return key_of(self.body)
 
 
 @dataclass(frozen=True)
@@ -75,6 +118,10 @@ class Patch:
     on_conflict: OnConflict = "fail"
     step: str = ""
 
+    @property
+    def verb(self) -> str:
+        return "patch status" if self.subresource == "status" else "patch"
+
 
 @dataclass(frozen=True)
 class Replace:
@@ -84,6 +131,11 @@ class Replace:
     why: str = ""
     on_conflict: OnConflict = "fail"
     step: str = ""
+    verb = "update"
+
+    @property
+    def target(self) -> ObjectKey:
+        return key_of(self.body)
 
 
 @dataclass(frozen=True)
@@ -94,15 +146,24 @@ class Delete:
     propagation: PropagationPolicy | None = None
     why: str = ""
     step: str = ""
+    verb = "delete"
 
 
-Action = Create | Patch | Replace | Delete
+@dataclass(frozen=True)
+class Ack:
+    """Acknowledge message ``token`` of input source ``source``: it is done with for good.
+
+    ``target`` is the key whose reconcile consumed it (the decision's subject)."""
+
+    source: str
+    token: str
+    target: ObjectKey
+    why: str = ""
+    step: str = ""
+    verb = "ack"
 
 
-def target_of(action: Action) -> ObjectKey:
-    if isinstance(action, Create | Replace):
-        return key_of(action.body)
-    return action.target
+KUBERNETES_ACTIONS: tuple[type, ...] = (Create, Patch, Replace, Delete)
 
 
 @dataclass(frozen=True)
@@ -128,7 +189,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Plan:
-    """The writes to make, in order, and what to do afterwards.
+    """The actions to take, in order, and what to do afterwards.
 
     The shell executes ``actions`` in order and stops at the first one that fails (a later
     write may depend on an earlier one: the pod after its PVCs). ``requeue_after`` asks for
@@ -137,7 +198,8 @@ class Plan:
     ``error`` marks a problem the planner cannot resolve by itself (an object it may not
     adopt): the decision is recorded as failed and the key retried with backoff, as
     controller-runtime does with a returned error. ``steps`` name the parts of the reconcile
-    for tracing (see :class:`Step`).
+    for tracing (see :class:`Step`). ``memo`` is what the worker keeps for this key and hands
+    to the next observe (None: nothing); it must encode with msgspec.
     """
 
     actions: tuple[Action, ...] = ()
@@ -145,6 +207,31 @@ class Plan:
     reason: str = ""
     error: str | None = None
     steps: tuple[Step, ...] = ()
+    memo: Any = None
+
+
+def plan_digest(plan: Plan) -> str:
+    """``sha256:<hex>`` of what ``plan`` decides: each action's type and fields, the requeue,
+    the error and the memo. Prose (``why``, ``reason``) and tracing (``step``, ``steps``) are
+    left out: a re-run that words its reasons differently still decides the same."""
+    decided = {
+        "actions": [
+            {
+                "type": type(action).__name__,
+                **{
+                    field.name: getattr(action, field.name)
+                    for field in dataclasses.fields(action)
+                    if field.name not in ("why", "step")
+                },
+            }
+            for action in plan.actions
+        ],
+        "requeueAfter": plan.requeue_after,
+        "error": plan.error,
+        "memo": plan.memo,
+    }
+    canonical = msgspec.json.encode(decided, order="sorted")
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Json:

@@ -1,6 +1,19 @@
-"""Carrying out a plan: each action against the API server, each answer into the cache.
+"""Carrying out a plan: each action through the executor registered for its type.
 
-The answers a controller must tell apart, and what each does here:
+A worker's executors are a mapping from action type to an async function
+``(action, context) -> Executed``; the runtime brings those of its own five actions
+(:data:`RUNTIME_EXECUTORS` for the Kubernetes writes, the worker's ``Ack``) and a worker adds
+its own kinds (:class:`~services.runtime.reconcile.worker.WorkerDefinition`). An action whose
+type has no executor fails the pass with that said: an unknown action is an error, never
+guessed at.
+
+An executor returns :class:`Executed` (what the action turned out to touch, a note, and
+whether the plan must stop because it was made on stale state) or raises. Whatever it raises
+(:class:`~services.runtime.kube.KubeError` from the API server, a JetStream error, a
+bug) is a failed action: recorded with the error, the plan stops there, and the worker backs
+the key off. Only a cancellation passes through.
+
+The answers of the Kubernetes API a controller must tell apart, and what each does here:
 
 - Success: the object the API server returned goes into the cache (read-your-writes), so the
   next reconcile of any key sees our write even before the watcher's event arrives.
@@ -13,9 +26,12 @@ The answers a controller must tell apart, and what each does here:
   ``on_conflict="refresh"``: someone else wrote first; the object is read again into the cache
   and the key reconciled again at once, on the fresh state (client-go's RetryOnConflict, but
   through a new plan). Otherwise a Conflict is a failure like any other.
-- Anything else (Conflict from a precondition, Invalid, a 5xx, the server unreachable): the
-  action failed, the plan stops there, and the key is retried with backoff. The error is kept
-  for the next reconcile of that key, whose planner may report it (a status condition).
+- Anything else (Invalid, a 5xx, the server unreachable or too slow): the action failed, the
+  plan stops there, and the key is retried with backoff. The error is kept for the next
+  reconcile of that key, whose planner may report it (a status condition).
+
+``may_act`` is asked before every action: a replica that lost its Lease stops in the middle of
+a plan rather than write as a leader it no longer is.
 
 With a tracer, the actions of each step of the plan run inside that step's child span
 (:class:`~.tracing.StepSpans`); a failed action marks its step's span as an error.
@@ -23,16 +39,54 @@ With a tracer, the actions of each step of the plan run inside that step's child
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from nats.js import JetStreamContext
 from opentelemetry.trace import Tracer
 
 from services.runtime.cache import ObjectCache, ObjectKey, metadata_of
-from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, target_of
-from services.runtime.reconcile.kube import KubeApi, KubeError
+from services.runtime.kube import KubeApi, KubeError
+from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Replace
 from services.runtime.reconcile.tracing import StepSpans
 
-__all__ = ["ActionOutcome", "Execution", "execute", "verb_of"]
+__all__ = [
+    "RUNTIME_EXECUTORS",
+    "ActionFailed",
+    "ActionOutcome",
+    "Executed",
+    "Execution",
+    "ExecutionContext",
+    "Executor",
+    "execute",
+]
+
+
+@dataclass(frozen=True)
+class ExecutionContext:
+    """What an executor may use: the API server, the worker's cache, the bus."""
+
+    api: KubeApi
+    cache: ObjectCache
+    js: JetStreamContext | None = None
+
+
+@dataclass(frozen=True)
+class Executed:
+    target: ObjectKey | None = None
+    """What the action turned out to touch, when the action could not say (generateName)."""
+    note: str = ""
+    stale: bool = False
+    """The answer showed the plan was made on stale state: stop and plan again now."""
+
+
+class ActionFailed(Exception):
+    """An executor's way to say "this action did not happen", with the reason."""
+
+
+Executor = Callable[[Any, ExecutionContext], Awaitable[Executed]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +96,9 @@ class ActionOutcome:
     """For a create, the name the server gave (generateName)."""
     note: str = ""
     error: str | None = None
+    uncertain: bool = False
+    """A failure that may still have taken effect (no answer: the request timed out, the
+    connection broke) rather than a refusal."""
 
 
 @dataclass(frozen=True)
@@ -50,92 +107,124 @@ class Execution:
     error: str | None = None
     """The first failure; the actions after it were not attempted."""
     stale: bool = False
-    """The API showed the plan was made on stale state: reconcile again now."""
+    """The answers showed the plan was made on stale state: reconcile again now."""
 
-
-def verb_of(action: Action) -> str:
-    if isinstance(action, Create):
-        return "create"
-    if isinstance(action, Patch):
-        return "patch status" if action.subresource == "status" else "patch"
-    if isinstance(action, Delete):
-        return "delete"
-    return "update"
+    @property
+    def acted(self) -> bool:
+        """Some action was carried out (a failed one does not count)."""
+        return any(outcome.error is None for outcome in self.outcomes)
 
 
 async def execute(
-    plan: Plan, api: KubeApi, cache: ObjectCache, *, tracer: Tracer | None = None
+    plan: Plan,
+    executors: Mapping[type, Executor],
+    context: ExecutionContext,
+    *,
+    may_act: Callable[[], bool] = lambda: True,
+    tracer: Tracer | None = None,
 ) -> Execution:
     steps = StepSpans(tracer, plan)
     try:
-        return await _execute(plan, api, cache, steps)
+        return await _execute(plan, executors, context, may_act, steps)
     finally:
         steps.close()
 
 
-async def _execute(plan: Plan, api: KubeApi, cache: ObjectCache, steps: StepSpans) -> Execution:
+async def _execute(
+    plan: Plan,
+    executors: Mapping[type, Executor],
+    context: ExecutionContext,
+    may_act: Callable[[], bool],
+    steps: StepSpans,
+) -> Execution:
     outcomes: list[ActionOutcome] = []
     for action in plan.actions:
-        target = target_of(action)
+        target = action.target
         steps.enter(action.step)
+        executor = executors.get(type(action))
         try:
-            outcome, stop = await _execute_one(action, target, api, cache)
-        except KubeError as error:
-            outcomes.append(ActionOutcome(action, target, error=str(error)))
-            failure = f"{verb_of(action)} {target}: {error}"
+            if executor is None:
+                raise ActionFailed(f"no executor is registered for {type(action).__name__}")
+            if not may_act():
+                raise ActionFailed("this replica does not lead any more")
+            done = await executor(action, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            text = str(error) or repr(error)
+            refused = isinstance(error, ActionFailed) or (
+                isinstance(error, KubeError) and error.status >= 400
+            )
+            outcomes.append(ActionOutcome(action, target, error=text, uncertain=not refused))
+            failure = f"{action.verb} {target}: {text}"
             steps.failed(failure)
             return Execution(tuple(outcomes), error=failure)
-        outcomes.append(outcome)
-        if stop:
+        outcomes.append(ActionOutcome(action, done.target or target, note=done.note))
+        if done.stale:
             return Execution(tuple(outcomes), stale=True)
     return Execution(tuple(outcomes))
 
 
-async def _execute_one(
-    action: Action, target: ObjectKey, api: KubeApi, cache: ObjectCache
-) -> tuple[ActionOutcome, bool]:
-    """The outcome, and whether the plan must stop and be made again."""
-    if isinstance(action, Create):
-        try:
-            created = await api.create(action.body)
-        except KubeError as error:
-            if not error.already_exists:
-                raise
-            cache.remember(await api.get(target))
-            return ActionOutcome(action, target, note="already exists"), True
-        cache.remember(created)
-        name = str(metadata_of(created).get("name") or target.name)
-        return ActionOutcome(action, target._replace(name=name)), False
-    if isinstance(action, Delete):
-        try:
-            answer = await api.delete(
-                target,
-                uid=action.uid,
-                resource_version=action.resource_version,
-                propagation=action.propagation,
-            )
-        except KubeError as error:
-            if not error.not_found:
-                raise
-            cache.remember_gone(target)
-            return ActionOutcome(action, target, note="already gone"), False
-        if answer.get("kind") == target.kind and metadata_of(answer).get("deletionTimestamp"):
-            cache.remember(answer)
-            return ActionOutcome(action, target, note="terminating"), False
-        cache.remember_gone(target)
-        return ActionOutcome(action, target), False
+# -- the Kubernetes writes ------------------------------------------------------------------
+
+
+async def _create(action: Create, context: ExecutionContext) -> Executed:
+    try:
+        created = await context.api.create(action.body)
+    except KubeError as error:
+        if not error.already_exists:
+            raise
+        context.cache.remember(await context.api.get(action.target))
+        return Executed(note="already exists", stale=True)
+    context.cache.remember(created)
+    name = str(metadata_of(created).get("name") or action.target.name)
+    return Executed(target=action.target._replace(name=name))
+
+
+async def _delete(action: Delete, context: ExecutionContext) -> Executed:
+    target = action.target
+    try:
+        answer = await context.api.delete(
+            target,
+            uid=action.uid,
+            resource_version=action.resource_version,
+            propagation=action.propagation,
+        )
+    except KubeError as error:
+        if not error.not_found:
+            raise
+        context.cache.remember_gone(target)
+        return Executed(note="already gone")
+    if answer.get("kind") == target.kind and metadata_of(answer).get("deletionTimestamp"):
+        context.cache.remember(answer)
+        return Executed(note="terminating")
+    context.cache.remember_gone(target)
+    return Executed()
+
+
+async def _update(action: Patch | Replace, context: ExecutionContext) -> Executed:
+    target = action.target
     try:
         if isinstance(action, Patch):
-            written = await api.patch(target, action.patch, subresource=action.subresource)
+            written = await context.api.patch(target, action.patch, subresource=action.subresource)
         else:
-            written = await api.replace(action.body)
+            written = await context.api.replace(action.body)
     except KubeError as error:
         if error.not_found:
-            cache.remember_gone(target)
-            return ActionOutcome(action, target, note="gone"), True
+            context.cache.remember_gone(target)
+            return Executed(note="gone", stale=True)
         if error.conflict and action.on_conflict == "refresh":
-            cache.remember(await api.get(target))
-            return ActionOutcome(action, target, note="changed meanwhile; read again"), True
+            context.cache.remember(await context.api.get(target))
+            return Executed(note="changed meanwhile; read again", stale=True)
         raise
-    cache.remember(written)
-    return ActionOutcome(action, target), False
+    context.cache.remember(written)
+    return Executed()
+
+
+RUNTIME_EXECUTORS: Mapping[type, Executor] = {
+    Create: _create,
+    Patch: _update,
+    Replace: _update,
+    Delete: _delete,
+}
+"""The executors of the Kubernetes writes; the worker adds ``Ack`` and its own kinds."""

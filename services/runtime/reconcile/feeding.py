@@ -8,10 +8,11 @@ never lists Kubernetes; it reads the bus:
    ``DeliverPolicy.BY_START_TIME`` a little (``start_margin``) before now; when it already
    exists (a restart) it resumes from its ack floor, so nothing that happened while the worker
    was down is skipped.
-2. **Then the state table.** An ephemeral consumer with ``DeliverPolicy.LAST_PER_SUBJECT``
-   over ``sandbus.state.<kind>.>`` delivers the latest event of every object, which fills the
-   cache. Because the durable existed before this read began, a change is either already in
-   the state table when it is read or delivered by the durable afterwards; the margin covers
+2. **Then the state table.** A read to the end with ``DeliverPolicy.LAST_PER_SUBJECT`` over
+   ``sandbus.state.<kind>.>`` (:func:`services.runtime.streams.read_to_end`) delivers the
+   latest event of every object, which fills the cache. Because the durable existed before
+   this read began, a change is either already in the state table when it is read or
+   delivered by the durable afterwards; the margin covers
    a watcher that appends to the event log before it updates the state table. Changes
    delivered twice this way are harmless: the cache ignores a state older than the one it
    holds, and reconciles are idempotent.
@@ -25,16 +26,14 @@ If the durable disappears (the bus was reset), the cycle starts again at step 1,
 included, because changes may have been missed in between.
 
 Each worker has one durable. Two replicas of one worker would split its events between them
-and each would see half the world, so a worker runs as a single replica (a Lease-based leader
-election is the way to run standbys).
+and each would see half the world, so a worker runs as a single active replica (standbys wait
+for a Lease, :mod:`services.runtime.election`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import secrets
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -48,9 +47,11 @@ from events.codec import EventDecodeError, UnknownEventType, decode_event
 from events.subjects import event_filter, state_filter
 from events.types import Event, ObjectAdded, ObjectDeleted, ObjectEvent, ObjectModified
 from services.runtime.bus import BusConfig, dead_letter
+from services.runtime.cancellation import stop_tasks
 from services.runtime.consume import ConsumeStats, consume_events
+from services.runtime.streams import read_to_end
 
-__all__ = ["BusFeed", "durable_name", "stop"]
+__all__ = ["BusFeed", "durable_name"]
 
 log = logging.getLogger(__name__)
 
@@ -143,43 +144,17 @@ class BusFeed:
 
     async def load_state(self) -> int:
         """Deliver the latest event of every object of our kinds; returns how many."""
-        filters = [state_filter(kind) for kind in self.kinds]
-        stream = self.bus.state_stream
-        name = f"{self.durable}-state-{secrets.token_hex(6)}"
-        await self.js.add_consumer(
-            stream,
-            ConsumerConfig(
-                name=name,
-                filter_subjects=filters,
-                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-                ack_policy=AckPolicy.NONE,
-                inactive_threshold=60.0,
-                mem_storage=True,
-            ),
-        )
-        subscription = await self.js.pull_subscribe_bind(consumer=name, stream=stream)
-        try:
-            delivered = 0
-            remaining = int((await subscription.consumer_info()).num_pending or 0)
-            while remaining > 0:
-                try:
-                    msgs = await subscription.fetch(min(remaining, 1000), timeout=2.0)
-                except nats.errors.TimeoutError:
-                    _raise_if_cancelled()
-                    # Entries can expire (deletion tombstones have a TTL) after we counted them.
-                    remaining = int((await subscription.consumer_info()).num_pending or 0)
-                    continue
-                for msg in msgs:
-                    remaining = msg.metadata.num_pending
-                    if await self._take(msg):
-                        delivered += 1
-                _raise_if_cancelled()
-            return delivered
-        finally:
-            with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
-            with contextlib.suppress(Exception):
-                await self.js.delete_consumer(stream, name)
+        delivered = 0
+        async for msg in read_to_end(
+            self.js,
+            self.bus.state_stream,
+            [state_filter(kind) for kind in self.kinds],
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            name_prefix=f"{self.durable}-state",
+        ):
+            if await self._take(msg):
+                delivered += 1
+        return delivered
 
     # -- step 3 -----------------------------------------------------------------------------
 
@@ -212,8 +187,7 @@ class BusFeed:
                 task.result()  # _DurableLost, or what the consumer died of
             raise RuntimeError(f"{self.durable}: the event-log consumer stopped")
         finally:
-            await stop(watch)
-            await stop(consume)
+            await stop_tasks((watch, consume))
 
     async def _watch_durable(self) -> None:
         while True:
@@ -250,26 +224,3 @@ class BusFeed:
 
 class _DurableLost(Exception):
     pass
-
-
-def _raise_if_cancelled() -> None:
-    """Honour a cancellation that a fetch swallowed (see :func:`stop`); the request count of
-    the task still says it was asked to stop."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
-
-
-async def stop(task: asyncio.Task[None], *, patience: float = 0.5) -> None:
-    """Cancel ``task`` and wait until it has stopped.
-
-    On Python 3.11 a cancellation can be lost: nats-py's ``fetch`` waits on a child task that
-    runs ``asyncio.wait_for``, which may swallow the ``cancel()`` it is forwarded (fixed in
-    3.12), and the fetch loop then carries on. So the cancellation is repeated until it takes.
-    """
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=patience)
-    if not task.cancelled():
-        with contextlib.suppress(Exception):
-            task.result()

@@ -2,25 +2,36 @@
 decision.
 
 A worker (sandbox, pool, claim, snapshot) is described by a :class:`WorkerDefinition`: its
-name, the kinds whose changes it follows, which keys a change of an object wakes, and one
-:class:`Reconciler` per kind it reconciles. A reconciler is two functions and no I/O:
+name, the kinds whose changes it follows, which keys a change of an object wakes, one
+:class:`Reconciler` per kind it reconciles, the executors of its own action kinds
+(:mod:`.executing`), and further input sources (:mod:`.sources`). A reconciler is two
+functions and no I/O:
 
-``observe(key, cache, last_error) -> inputs``
-    Everything the planner may look at, read from the cache into one msgspec-encodable value.
-    ``last_error`` is the failure of this key's previous pass (a write the API server refused),
-    so a planner can report it, as controller-runtime reconcilers report the error they return.
+``observe(key, observed) -> inputs``
+    Everything the planner may look at, read from :class:`Observed` into one
+    msgspec-encodable value: the cache, the key's memo and expectations, the messages of
+    further sources held for the key, and the failure of the key's previous pass (a write the
+    API server refused), so a planner can report it, as controller-runtime reconcilers report
+    the error they return.
 ``plan(inputs, now) -> Plan``
     Pure: the same inputs and time give the same plan.
 
-For each key taken from the queue, :meth:`Worker.reconcile` observes, plans, executes the plan
-(:mod:`.executing`), schedules what comes next, and records a ``DecisionMade`` event on the bus:
-the events that woke the key, the digest of the inputs and the time (the decision's ``time``
-attribute *is* the ``now`` the planner was given, so a replay can re-run the same call), each
-action with its outcome, the planner's reason, the error, and when the key comes back.
+A reconciler may also set ``memo_type`` (the type its memo converts back to; default: JSON
+builtins) and ``expects = True`` (the worker then keeps expectations of its creates and
+deletes, :mod:`.expectations`).
+
+For each key taken from the queue, :meth:`Worker.reconcile` observes, plans, writes the key's
+memory ahead of the actions when it changed (:mod:`.memory`), executes the plan, schedules what
+comes next, and records a ``DecisionMade`` event on the bus: the events that woke the key, the
+inputs by reference (every object observe read, by resourceVersion, plus memo, expectations,
+messages and last error) and their digest, the time (the decision's ``time`` attribute *is*
+the ``now`` the planner was given, so a re-run can make the same call), each action with its
+outcome, the digest of what the plan decided, the planner's reason, the error, and when the
+key comes back.
 
 What comes next, in order of precedence:
 
-1. a write failed → retry with per-key exponential backoff;
+1. an action failed → retry with per-key exponential backoff;
 2. the API showed the plan was made on stale state (AlreadyExists, NotFound) → again now;
 3. the planner reported an error it cannot fix → backoff;
 4. otherwise the planner's ``requeue_after`` (0 = now; None = wait for the next event), and the
@@ -39,12 +50,14 @@ keys: the exception is recorded as a failed decision and the key backs off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
 
+import msgspec
 from nats.js import JetStreamContext
 from opentelemetry.trace import Status, StatusCode, Tracer
 
@@ -53,22 +66,44 @@ from events.ids import inputs_digest
 from events.types import (
     Decision,
     DecisionAction,
+    DecisionInputs,
+    DecisionMessage,
     ObjectDeleted,
     ObjectEvent,
     ObjectModified,
+    ObservedVersion,
     Outcome,
     decision_event,
 )
 from services.runtime.bus import BusConfig, publish_event
 from services.runtime.cache import Change, Json, ObjectCache, ObjectKey, metadata_of
-from services.runtime.reconcile.actions import Plan
-from services.runtime.reconcile.executing import Execution, execute, verb_of
+from services.runtime.cancellation import supervise
+from services.runtime.kube import KubeApi
+from services.runtime.reconcile.actions import Ack, Create, Plan, plan_digest
+from services.runtime.reconcile.executing import (
+    RUNTIME_EXECUTORS,
+    ActionFailed,
+    Executed,
+    Execution,
+    ExecutionContext,
+    Executor,
+    execute,
+)
+from services.runtime.reconcile.expectations import (
+    DEFAULT_TTL,
+    Expectations,
+    answered,
+    expect,
+    settle,
+)
 from services.runtime.reconcile.feeding import BusFeed
-from services.runtime.reconcile.kube import KubeApi
+from services.runtime.reconcile.memory import KeyRecord, MemoStore
 from services.runtime.reconcile.queueing import QueueShutDown, WorkQueue
+from services.runtime.reconcile.sources import Delivery, Held, Source, SourceMessage
 from services.runtime.reconcile.tracing import trace_headers, traced_reconcile
 
 __all__ = [
+    "Observed",
     "Reconciler",
     "Wakes",
     "Worker",
@@ -81,13 +116,28 @@ log = logging.getLogger(__name__)
 _MAX_RECORDED_ERROR: Final = 4000
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What a reconciler's ``observe`` reads its inputs from."""
+
+    cache: ObjectCache
+    last_error: str | None = None
+    """The failure of this key's previous pass."""
+    memo: Any = None
+    """What the previous plan of this key asked to keep (converted to ``memo_type``)."""
+    expectations: Expectations | None = None
+    """This key's creates and deletes that the bus has not shown yet."""
+    messages: tuple[SourceMessage, ...] = ()
+    """Messages of further sources held for this key, oldest first."""
+
+
 class Reconciler(Protocol):
-    """The reconcile of one kind: an observation of the cache and a pure planner."""
+    """The reconcile of one kind: an observation and a pure planner."""
 
     @property
     def kind(self) -> str: ...
 
-    def observe(self, key: ObjectKey, cache: ObjectCache, last_error: str | None) -> Any: ...
+    def observe(self, key: ObjectKey, observed: Observed) -> Any: ...
 
     def plan(self, inputs: Any, now: datetime) -> Plan: ...
 
@@ -104,6 +154,10 @@ class WorkerDefinition:
     watched_kinds: tuple[str, ...]
     wakes: Wakes
     label_indexes: tuple[tuple[str, str], ...] = ()
+    executors: Mapping[type, Executor] = field(default_factory=dict)
+    """Executors of the worker's own action kinds, by action type."""
+    sources: tuple[Source, ...] = ()
+    """Further inputs: each message is joined to a key and acked by that key's plan."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +172,12 @@ class WorkerSettings:
     fetch_batch: int = 256
     max_write_passes: int = 8
     decision_timeout: float = 5.0
+    expectations_ttl: float = DEFAULT_TTL.total_seconds()
+    max_held: int = 512
+    """Messages of further sources held at once (a source fetches no more)."""
+    keepalive: float = 5.0
+    """Seconds between the ``in_progress`` signals of held messages (well under their ack
+    wait)."""
 
 
 @dataclass
@@ -138,6 +198,8 @@ class Worker:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     tracer: Tracer | None = None
     """None: no tracing (see :mod:`.tracing`)."""
+    may_act: Callable[[], bool] = lambda: True
+    """Asked before every action: False once this replica has lost its Lease."""
 
     def __post_init__(self) -> None:
         self.cache = ObjectCache(
@@ -148,6 +210,14 @@ class Worker:
         )
         self._reconcilers = {r.kind: r for r in self.definition.reconcilers}
         self._memory: dict[ObjectKey, _KeyMemory] = {}
+        self._records: dict[ObjectKey, KeyRecord] = {}
+        self._held: dict[ObjectKey, dict[str, Held]] = {}
+        self._executors: dict[type, Executor] = {
+            **RUNTIME_EXECUTORS,
+            Ack: self._ack,
+            **self.definition.executors,
+        }
+        self.memos = MemoStore(self.js, worker=self.definition.name, bus=self.bus)
         self.feed = BusFeed(
             self.js,
             worker=self.definition.name,
@@ -162,24 +232,36 @@ class Worker:
     # -- the loop ---------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Load the state table, then reconcile and follow the bus until cancelled."""
-        tasks = [
-            asyncio.create_task(self._work(), name=f"{self.definition.name}-{i}")
-            for i in range(self.settings.concurrency)
+        """Load the memory and the state table, then reconcile and follow the bus (and the
+        further sources) until cancelled or one of them fails."""
+        self._records = await self.memos.load()
+        children: list[tuple[str, Any]] = [
+            (f"{self.definition.name}-{i}", self._work()) for i in range(self.settings.concurrency)
         ]
+        children.append((f"{self.definition.name}-feed", self.feed.run(self._enqueue_everything)))
+        for source in self.definition.sources:
+            children.append((f"{self.definition.name}-{source.name}", self._run_source(source)))
+        if self.definition.sources:
+            children.append((f"{self.definition.name}-keepalive", self._keep_alive()))
         try:
-            await self.feed.run(on_loaded=self._enqueue_everything)
+            await supervise(children)
         finally:
             self.queue.shutdown()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._hand_back()
+
+    async def _run_source(self, source: Source) -> None:
+        await self.feed.loaded.wait()  # a message is planned on a loaded cache, never an empty one
+        await source.run(self.js, self.take_delivery, self._room)
+        raise RuntimeError(f"input source {source.name} stopped")
 
     def _enqueue_everything(self) -> None:
         # After a (re)load every object of a reconciled kind gets one pass, as an informer's
         # initial list does: changes made while the worker was away are acted on now.
         for kind in self._reconcilers:
             for key in self.cache.keys(kind):
+                self.queue.add(key)
+        for key in self._records:
+            if key.kind in self._reconcilers:
                 self.queue.add(key)
 
     def take_event(self, event: ObjectEvent) -> None:
@@ -197,6 +279,53 @@ class Worker:
             if key.kind in self._reconcilers:
                 self.queue.add(key, trigger=event.id)
 
+    def take_delivery(self, delivery: Delivery) -> None:
+        """One message of a further source: held for its key until a plan acks it."""
+        held = self._held.setdefault(delivery.key, {})
+        token = delivery.message.token
+        if token in held:
+            held[token].handle = delivery.handle  # redelivered while held: ack the newest
+            held[token].message = delivery.message
+        else:
+            held[token] = Held(delivery.message, delivery.handle)
+        if delivery.key.kind in self._reconcilers:
+            self.queue.add(delivery.key, trigger=token)
+
+    def _room(self) -> int:
+        return self.settings.max_held - sum(len(held) for held in self._held.values())
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.keepalive)
+            for held in [h for by_token in self._held.values() for h in by_token.values()]:
+                try:
+                    await held.handle.in_progress()
+                except Exception as error:
+                    log.debug(
+                        "%s: in_progress of %s: %r", self.definition.name, held.message.token, error
+                    )
+
+    async def _hand_back(self) -> None:
+        # A clean stop gives held messages back at once instead of after their ack wait.
+        for held in [h for by_token in self._held.values() for h in by_token.values()]:
+            nak = getattr(held.handle, "nak", None)
+            if nak is not None:
+                with contextlib.suppress(Exception):
+                    await nak()
+        self._held.clear()
+
+    async def _ack(self, action: Ack, context: ExecutionContext) -> Executed:
+        del context
+        held = self._held.get(action.target, {}).get(action.token)
+        if held is None:
+            raise ActionFailed(f"message {action.token} of {action.source} is not held here")
+        await held.handle.ack_sync(timeout=self.settings.decision_timeout)
+        by_token = self._held[action.target]
+        del by_token[action.token]
+        if not by_token:
+            del self._held[action.target]
+        return Executed()
+
     async def _work(self) -> None:
         while True:
             try:
@@ -213,12 +342,38 @@ class Worker:
 
     # -- one key ----------------------------------------------------------------------------
 
+    def observed(self, key: ObjectKey, now: datetime) -> Observed:
+        """What ``observe`` gets for ``key`` now (expectations settled against the bus)."""
+        reconciler = self._reconcilers[key.kind]
+        record = self._records.get(key)
+        memo = None
+        if record is not None and record.memo is not None:
+            memo_type = getattr(reconciler, "memo_type", None)
+            memo = msgspec.convert(record.memo, memo_type) if memo_type else record.memo
+        expectations = settle(
+            record.expectations if record else None,
+            self.cache.observed,
+            self.cache.observed_owned_by,
+            now,
+            timedelta(seconds=self.settings.expectations_ttl),
+        )
+        memory = self._memory.get(key)
+        return Observed(
+            cache=self.cache,
+            last_error=memory.last_error if memory else None,
+            memo=memo,
+            expectations=expectations,
+            messages=tuple(held.message for held in self._held.get(key, {}).values()),
+        )
+
     async def reconcile(self, key: ObjectKey, triggers: tuple[str, ...] = ()) -> Decision:
         reconciler = self._reconcilers[key.kind]
         memory = self._memory.setdefault(key, _KeyMemory())
         self.cache.expire()
         now = self.clock()
-        observed = reconciler.observe(key, self.cache, memory.last_error)
+        given = self.observed(key, now)
+        with self.cache.recording() as reads:
+            observed = reconciler.observe(key, given)
         with traced_reconcile(self.tracer, reconciler, observed) as (span, inputs):
             digest = inputs_digest({"inputs": inputs, "now": now})
             try:
@@ -229,15 +384,94 @@ class Worker:
                 execution = Execution()
             else:
                 steps_tracer = self.tracer if span is not None else None
-                execution = await execute(plan, self.api, self.cache, tracer=steps_tracer)
+                execution = await self._carry_out(key, reconciler, plan, given, now, steps_tracer)
             requeue_after, note = self._schedule(key, memory, plan, execution)
-            decision = self._decision(key, triggers, digest, plan, execution, requeue_after, note)
+            decision = self._decision(
+                key, triggers, digest, given, reads, plan, execution, requeue_after, note
+            )
             if self._memory.get(key) == _KeyMemory():
                 self._memory.pop(key, None)
             if span is not None and decision.error is not None:
                 span.set_status(Status(StatusCode.ERROR, decision.error))
             await self._record(decision, now, trace_headers(span))
         return decision
+
+    async def _carry_out(
+        self,
+        key: ObjectKey,
+        reconciler: Reconciler,
+        plan: Plan,
+        given: Observed,
+        now: datetime,
+        tracer: Tracer | None,
+    ) -> Execution:
+        """Write the key's memory ahead of the actions it covers, execute, then record what the
+        answers taught (the uids of created objects)."""
+        expectations = given.expectations
+        if getattr(reconciler, "expects", False):
+            owner_uid = str(metadata_of(self.cache.get(key) or {}).get("uid") or "")
+            if owner_uid:
+                expectations = expect(expectations, owner_uid, plan.actions, now)
+        memo = msgspec.to_builtins(plan.memo) if plan.memo is not None else None
+        try:
+            await self._remember(key, memo, expectations)
+        except Exception as error:
+            return Execution(error=f"keeping the memo of {key} on the bus: {error!r}")
+        execution = await execute(
+            plan,
+            self._executors,
+            ExecutionContext(self.api, self.cache, self.js),
+            may_act=self.may_act,
+            tracer=tracer,
+        )
+        if expectations is not None and expectations is not given.expectations:
+            learned = answered(expectations, *self._answers(plan, execution))
+            if learned != expectations:
+                try:
+                    await self._remember(key, memo, learned)
+                except Exception as error:
+                    # The next pass writes it again; meanwhile the names still match.
+                    log.warning(
+                        "%s: keeping the answers of %s: %r", self.definition.name, key, error
+                    )
+        return execution
+
+    def _answers(self, plan: Plan, execution: Execution) -> tuple[list[Json], list[Json]]:
+        """The objects our creates returned, and the bodies of creates that surely did not
+        happen (refused, or never attempted after an earlier failure)."""
+        created: list[Json] = []
+        refused: list[Json] = []
+        done = {id(outcome.action): outcome for outcome in execution.outcomes}
+        for action in plan.actions:
+            if not isinstance(action, Create):
+                continue
+            outcome = done.get(id(action))
+            if outcome is None:
+                refused.append(action.body)
+            elif outcome.error is None:
+                obj = self.cache.get(outcome.target)
+                if obj is not None:
+                    created.append(obj)
+            elif not outcome.uncertain:
+                refused.append(action.body)
+        return created, refused
+
+    async def _remember(self, key: ObjectKey, memo: Any, expectations: Expectations | None) -> None:
+        record = KeyRecord(
+            kind=key.kind,
+            namespace=key.namespace,
+            name=key.name,
+            memo=memo,
+            expectations=expectations,
+        )
+        current = self._records.get(key)
+        if current == record or (current is None and record.empty):
+            return
+        await self.memos.put(record, ack_timeout=self.settings.decision_timeout)
+        if record.empty:
+            self._records.pop(key, None)
+        else:
+            self._records[key] = record
 
     def _schedule(
         self, key: ObjectKey, memory: _KeyMemory, plan: Plan, execution: Execution
@@ -275,6 +509,8 @@ class Worker:
         key: ObjectKey,
         triggers: tuple[str, ...],
         digest: str,
+        given: Observed,
+        reads: Mapping[ObjectKey, Json | None],
         plan: Plan,
         execution: Execution,
         requeue_after: float | None,
@@ -291,7 +527,7 @@ class Worker:
             outcome = Outcome.NOOP
         actions = tuple(
             DecisionAction(
-                verb=verb_of(done.action),
+                verb=done.action.verb,
                 target=_ref(done.target, done.action),
                 detail="; ".join(part for part in (done.action.why, done.note) if part),
                 error=done.error,
@@ -309,6 +545,8 @@ class Worker:
             reason=reason,
             error=error[:_MAX_RECORDED_ERROR] if error else None,
             requeue_after_seconds=requeue_after,
+            inputs=decision_inputs(given, reads),
+            plan_digest=plan_digest(plan),
         )
 
     async def _record(self, decision: Decision, now: datetime, trace: dict[str, str]) -> None:
@@ -335,6 +573,40 @@ class Worker:
         """Wait until no key is queued or being reconciled (keys scheduled for later may
         remain); bound it with ``asyncio.timeout``."""
         await self.queue.join()
+
+
+def decision_inputs(given: Observed, reads: Mapping[ObjectKey, Json | None]) -> DecisionInputs:
+    """The inputs of a pass by reference: what a re-run needs besides the event log."""
+    observed = []
+    for key in sorted(reads):
+        meta = metadata_of(reads[key] or {})
+        observed.append(
+            ObservedVersion(
+                kind=key.kind,
+                namespace=key.namespace or None,
+                name=key.name,
+                resource_version=str(meta["resourceVersion"])
+                if "resourceVersion" in meta
+                else None,
+                uid=str(meta["uid"]) if "uid" in meta else None,
+            )
+        )
+    return DecisionInputs(
+        observed=tuple(observed),
+        memo=msgspec.to_builtins(given.memo) if given.memo is not None else None,
+        expectations=msgspec.to_builtins(given.expectations) if given.expectations else None,
+        last_error=given.last_error,
+        messages=tuple(
+            DecisionMessage(
+                source=m.source,
+                token=m.token,
+                subject=m.subject,
+                data=m.data,
+                delivered=m.delivered,
+            )
+            for m in given.messages
+        ),
+    )
 
 
 def _ref(key: ObjectKey, action: Any = None) -> ObjectRef:

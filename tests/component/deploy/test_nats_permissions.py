@@ -1,13 +1,14 @@
 """The per-service NATS users, against a real nats-server running the committed nats.conf.
 
 Each test does what a service really does, through the project's own bus code where there is some:
-ensure_bus, publish_event, put_state, enqueue_warm, the workers' BusFeed. It passes when the
-server lets it through. What a user must not do is tried too, and the server must refuse it.
+ensure_bus, publish_event, put_state, enqueue_warm, the workers' BusFeed and MemoStore. It passes
+when the server lets it through. What a user must not do is tried too; the server must refuse it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -21,8 +22,11 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from events.codec import nats_subject, state_table_subject
 from events.subjects import (
+    MEMO_SUBJECTS,
     decision_subject,
     event_filter,
+    memo_filter,
+    memo_subject,
     warm_consumer_name,
     warm_queue_filter,
 )
@@ -37,6 +41,7 @@ from services.runtime.bus import (
 )
 from services.runtime.natsd import find_nats_server
 from services.runtime.reconcile.feeding import BusFeed, durable_name
+from services.runtime.reconcile.memory import KeyRecord, MemoStore
 from tests.component.deploy.conftest import Client, SecuredNats
 from tests.unit.deploy.manifests import (
     BASE,
@@ -49,7 +54,13 @@ from tests.unit.deploy.manifests import (
 
 Connect = Callable[..., Awaitable[Client]]
 BUS = BusConfig()
-STREAMS = {BUS.event_log_stream, BUS.state_stream, BUS.warm_stream, BUS.dead_letter_stream}
+STREAMS = {
+    BUS.event_log_stream,
+    BUS.state_stream,
+    BUS.warm_stream,
+    BUS.dead_letter_stream,
+    BUS.memo_stream,
+}
 WORKERS = ("sandbox", "pool", "claim", "snapshot")
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -176,11 +187,23 @@ async def test_once_provisioned_a_services_ensure_bus_only_checks(
     await _provision(connect)
     client = await connect(user)
 
-    assert await ensure_bus(client.js, BUS) == dict.fromkeys(
-        [BUS.event_log_stream, BUS.state_stream, BUS.warm_stream, BUS.dead_letter_stream],
-        "unchanged",
-    )
+    assert await ensure_bus(client.js, BUS) == dict.fromkeys(STREAMS, "unchanged")
     assert client.violations == []
+
+
+async def test_the_provisioner_creates_the_memo_stream_as_the_workers_need_it(
+    connect: Connect,
+) -> None:
+    provisioner = await connect("provisioner")
+
+    report = await ensure_bus(provisioner.js, BUS)
+    memo = (await provisioner.js.stream_info(BUS.memo_stream)).config
+
+    assert report[BUS.memo_stream] == "created"
+    assert memo.subjects == list(MEMO_SUBJECTS)
+    assert memo.max_msgs_per_subject == 1  # one record per worker and key
+    assert memo.allow_msg_ttl  # tombstones expire; no worker may purge
+    assert provisioner.violations == []
 
 
 # --- watcher -----------------------------------------------------------------------------------
@@ -330,6 +353,133 @@ async def test_a_worker_loads_the_state_table_then_follows_its_durable(connect: 
     assert sandbox.violations == []
 
 
+# --- the workers' memory ----------------------------------------------------------------------
+
+
+def _record(name: str, memo: object = None) -> KeyRecord:
+    return KeyRecord(kind="Sandbox", namespace="default", name=name, memo=memo)
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+async def test_a_worker_keeps_its_memory_and_its_successor_reads_it_back(
+    connect: Connect, worker: str
+) -> None:
+    await _provision(connect)
+    leader, successor = await connect(worker), await connect(worker)
+    other = "pool" if worker != "pool" else "claim"
+    await MemoStore((await connect(other)).js, worker=other, bus=BUS).put(_record("a", {"x": 0}))
+    memos = MemoStore(leader.js, worker=worker, bus=BUS)
+
+    await memos.put(_record("a", {"x": 1}))
+    await memos.put(_record("a", {"x": 2}))  # the latest per key is what counts
+    await memos.put(_record("b", {"x": 1}))
+    await memos.put(_record("b"))  # forgotten: a null with a TTL, no purge
+    # MemoStore.load: an ephemeral LAST_PER_SUBJECT consumer filtered to its own memos.
+    loaded = await MemoStore(successor.js, worker=worker, bus=BUS).load()
+
+    assert {key.name: record.memo for key, record in loaded.items()} == {"a": {"x": 2}}
+    assert leader.violations == successor.violations == []
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+async def test_a_worker_creates_inspects_pulls_and_deletes_its_memo_consumer(
+    connect: Connect, worker: str
+) -> None:
+    await _provision(connect)
+    client = await connect(worker)
+    await MemoStore(client.js, worker=worker, bus=BUS).put(_record("a", {"x": 1}))
+
+    name = f"{worker}-memo-load"
+
+    # A named consumer with one filter: nats-py puts the filter into the create subject.
+    await client.js.add_consumer(
+        BUS.memo_stream,
+        ConsumerConfig(
+            name=name,
+            filter_subject=memo_filter(worker),
+            ack_policy=AckPolicy.NONE,
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            inactive_threshold=60,
+        ),
+    )
+    subscription = await client.js.pull_subscribe_bind(consumer=name, stream=BUS.memo_stream)
+    info = await subscription.consumer_info()
+    (message,) = await subscription.fetch(1, timeout=5)
+    await subscription.unsubscribe()
+    deleted = await client.js.delete_consumer(BUS.memo_stream, name)
+
+    assert info.config.filter_subject == memo_filter(worker)
+    assert message.subject == memo_subject(worker, "Sandbox", "default", "a")
+    assert deleted
+    assert client.violations == []
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+async def test_a_worker_cannot_touch_another_workers_memory(connect: Connect, worker: str) -> None:
+    client = await connect(worker)
+    other = "pool" if worker != "pool" else "claim"
+    memo = BUS.memo_stream
+
+    for subject in (
+        memo_subject(other, "Sandbox", "default", "s1"),
+        # a consumer on another worker's memos, or on all of them, or with no filter in its
+        # create subject (whose filter the right could not check)
+        f"$JS.API.CONSUMER.CREATE.{memo}.x.{memo_filter(other)}",
+        f"$JS.API.CONSUMER.CREATE.{memo}.x.sandbus.memo.>",
+        f"$JS.API.CONSUMER.CREATE.{memo}.x",
+        f"$JS.API.CONSUMER.CREATE.{memo}",
+        f"$JS.API.CONSUMER.DURABLE.CREATE.{memo}.x",
+        f"$JS.API.CONSUMER.LIST.{memo}",
+        f"$JS.API.CONSUMER.NAMES.{memo}",
+        f"$JS.API.DIRECT.GET.{memo}",
+        f"$JS.API.DIRECT.GET.{memo}.{memo_subject(other, 'Sandbox', 'default', 's1')}",
+        f"$JS.API.STREAM.MSG.GET.{memo}",
+        f"$JS.API.STREAM.PURGE.{memo}",
+    ):
+        assert await client.publish_refused(subject), subject
+
+
+async def test_the_server_holds_a_memo_consumer_to_the_filter_its_create_subject_names(
+    connect: Connect,
+) -> None:
+    # The right names the filter in the create subject; nats-server refuses a request whose
+    # configured filter differs from it, so another worker's memos stay out of reach.
+    await _provision(connect)
+    sandbox = await connect("sandbox")
+    subject = f"$JS.API.CONSUMER.CREATE.{BUS.memo_stream}.x.{memo_filter('sandbox')}"
+    refusals = []
+
+    for filters in (
+        {"filter_subject": memo_filter("pool")},
+        {"filter_subjects": [memo_filter("pool")]},
+        {"filter_subjects": [memo_filter("sandbox"), memo_filter("pool")]},
+        {},
+    ):
+        request = {
+            "stream_name": BUS.memo_stream,
+            "config": {"name": "x", "ack_policy": "none", **filters},
+        }
+        reply = await sandbox.nc.request(subject, json.dumps(request).encode(), timeout=5)
+        refusals.append(json.loads(reply.data).get("error", {}).get("err_code"))
+
+    # 10131: filter does not match the create subject; 10137: several filters with that API.
+    assert refusals == [10131, 10137, 10137, 10131]
+    assert sandbox.violations == []
+
+
+async def test_the_watcher_and_the_reader_do_not_touch_the_memos(connect: Connect) -> None:
+    watcher, reader = await connect("watcher"), await connect("reader")
+    memo = BUS.memo_stream
+    consumer = f"$JS.API.CONSUMER.CREATE.{memo}.x.{memo_filter('sandbox')}"
+
+    for client in (watcher, reader):
+        assert await client.publish_refused(memo_subject("sandbox", "Sandbox", "default", "s1"))
+        assert await client.publish_refused(consumer)
+        assert await client.publish_refused(f"$JS.API.DIRECT.GET.{memo}")
+    assert await reader.publish_refused(f"$JS.API.STREAM.INFO.{memo}")
+    assert await reader.subscribe_refused("sandbus.memo.>")
+
+
 # --- warm queues -------------------------------------------------------------------------------
 
 
@@ -468,6 +618,7 @@ async def test_the_reader_cannot_publish_ack_or_touch_the_workers_durables(
         f"$JS.API.CONSUMER.CREATE.{BUS.state_stream}",
         f"$JS.API.DIRECT.GET.{BUS.state_stream}",
         f"$JS.API.STREAM.INFO.{BUS.dead_letter_stream}",
+        f"$JS.API.CONSUMER.CREATE.{BUS.memo_stream}",
     ):
         assert await reader.publish_refused(subject), subject
 
@@ -475,7 +626,14 @@ async def test_the_reader_cannot_publish_ack_or_touch_the_workers_durables(
 async def test_the_reader_cannot_see_the_services_replies_or_state(connect: Connect) -> None:
     reader = await connect("reader")
 
-    for subject in ("_INBOX.>", "sandbus.state.>", "sandbus.warm.>", "sandbus.dlq.>", ">"):
+    for subject in (
+        "_INBOX.>",
+        "sandbus.state.>",
+        "sandbus.warm.>",
+        "sandbus.dlq.>",
+        "sandbus.memo.>",
+        ">",
+    ):
         assert await reader.subscribe_refused(subject), subject
 
 

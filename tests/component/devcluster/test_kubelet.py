@@ -17,7 +17,8 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.devcluster.kubelet import FAIL_ANNOTATION, FailureRule, JobOutcome, KubeletConfig
+from services.devcluster.kubelet.config import FAIL_ANNOTATION, FailureRule, KubeletConfig
+from services.devcluster.kubelet.jobs import JobOutcome
 from tests.component.devcluster.rest import Json, create, watch_until
 
 FAST = KubeletConfig(

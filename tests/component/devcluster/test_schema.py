@@ -1,8 +1,9 @@
 """Row 20 of spec/kube-standin.md §2: CRD structural schema on the wire.
 
-The schema semantics are api/openapi.py's (helper A) and are unit-tested there; these tests
-pin how the server applies them: 422 bodies, pruning with warnings or Strict refusal,
-defaulting on create and on patch, and status validated through /status.
+The schema semantics are :mod:`services.devcluster.structural`'s, unit-tested in
+tests/unit/devcluster/test_structural*.py; these tests pin how the server applies them: 422
+bodies, pruning with warnings or Strict refusal, defaulting on create and on patch, and status
+validated through /status.
 """
 
 from __future__ import annotations

@@ -28,12 +28,12 @@ from opentelemetry.trace import Tracer
 from services.devcluster import DevCluster, LatencyModel, SimulationSettings, WatchSettings
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.cache import ObjectKey
-from services.runtime.reconcile.kube import KubeApi, KubeError
+from services.runtime.kube import KubeApi, KubeError
+from services.runtime.lease import LeaseTimings
 from services.runtime.reconcile.worker import Worker, WorkerSettings
 from services.sandbox.plan import CONTROLLER_NAME
 from services.sandbox.worker import sandbox_worker
 from services.watcher.config import WatcherConfig
-from services.watcher.lease import LeaseTimings
 from services.watcher.service import Watcher
 
 Json = dict[str, Any]
@@ -152,7 +152,7 @@ async def _finish(
 ) -> None:
     """Wait for ``task`` at most STOP_BOUND seconds, cancelling it again and again if asked:
     on Python 3.11 a cancellation can be swallowed inside nats-py (see
-    services.runtime.reconcile.feeding.stop), and a bound that relied on cancelling the
+    services.runtime.cancellation), and a bound that relied on cancelling the
     waiter would be swallowed the same way."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + STOP_BOUND

@@ -11,8 +11,8 @@ from events.codec import decode_event
 from events.headers import DLQ_REASON
 from events.subjects import decision_filter, event_subject
 from events.types import DecisionMade, Outcome
-from services.devcluster.kubelet import FAIL_ANNOTATION
-from services.watcher.streams import read_range
+from services.devcluster.kubelet.config import FAIL_ANNOTATION
+from services.runtime.streams import read_to_end
 from tests.component.sandbox.conftest import NS, Stack, condition, sandbox_body, until
 
 Json = dict[str, Any]
@@ -37,7 +37,7 @@ async def gone(stack: Stack, kind: str, name: str, within: float = 20.0) -> None
 async def decisions_for(stack: Stack, name: str) -> list[DecisionMade]:
     found = []
     subject = decision_filter("sandbox", "Sandbox", NS, name)
-    async for msg in read_range(stack.js, stack.bus.event_log_stream, subject):
+    async for msg in read_to_end(stack.js, stack.bus.event_log_stream, [subject]):
         event = decode_event(msg.data)
         assert isinstance(event, DecisionMade)
         found.append(event)
@@ -157,7 +157,7 @@ async def test_garbage_on_the_bus_is_dead_lettered_and_the_worker_keeps_going(st
     async def dead_lettered() -> list[Any]:
         return [
             msg
-            async for msg in read_range(stack.js, stack.bus.dead_letter_stream, "sandbus.dlq.>")
+            async for msg in read_to_end(stack.js, stack.bus.dead_letter_stream, ["sandbus.dlq.>"])
             if (msg.headers or {}).get("Sandbus-Dlq-Rejected-By") == "sandbox-worker"
         ]
 

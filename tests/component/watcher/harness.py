@@ -22,10 +22,10 @@ from services.devcluster import DevCluster, LatencyModel, WatchSettings
 from services.devcluster.store import Change as StoreChange
 from services.devcluster.store import decode
 from services.runtime.bus import BusConfig
+from services.runtime.lease import LeaseTimings
+from services.runtime.streams import read_to_end
 from services.watcher.config import WatcherConfig
-from services.watcher.lease import LeaseTimings
 from services.watcher.service import Watcher
-from services.watcher.streams import read_range
 from tests.unit.api.manifests import EXAMPLES_DIR, load_documents
 
 Json = dict[str, Any]
@@ -134,7 +134,7 @@ async def event_log(
     """Every observed-change event on the log, in log order, decoded strictly; with
     ``strict=False`` messages that are not events (a test's garbage) are stepped over."""
     logged: list[Logged] = []
-    async for msg in read_range(js, stream, "sandbus.events.>"):
+    async for msg in read_to_end(js, stream, ["sandbus.events.>"]):
         try:
             event = decode_event(msg.data)
         except EventDecodeError:

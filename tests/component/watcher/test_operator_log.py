@@ -27,7 +27,9 @@ async def test_the_log_tells_leadership_relists_and_restarts_but_not_events(
     history: ClusterHistory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="services.watcher")
+    loggers = ("services.watcher", "services.runtime.election")  # the watcher, and its Lease
+    for logger in loggers:
+        caplog.set_level(logging.INFO, logger=logger)
     async with running_watcher(nc, client, watcher_config("logged")) as watcher:
         assert watcher.session is not None
         sandboxes = next(w for w in watcher.session.watchers if w.resource.kind == "Sandbox")
@@ -45,7 +47,7 @@ async def test_the_log_tells_leadership_relists_and_restarts_but_not_events(
             return sandboxes.stats.relists >= 2 and sandboxes.stats.broken >= 1
 
         await eventually(relisted)
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("services.watcher")]
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith(loggers)]
     text = "\n".join(lines)
 
     assert "logged leads default/sandbus-watcher" in text

@@ -2,7 +2,7 @@
 
 Whoever runs the watcher in-process (``sandbus up``, a worker's tests) stops it with one
 ``task.cancel()``, and ``sandbus run watcher`` turns SIGTERM into exactly that. On Python 3.11 a
-cancellation can be lost inside nats-py (see :mod:`services.watcher.cancellation`); a lost one
+cancellation can be lost inside nats-py (see :mod:`services.runtime.cancellation`); a lost one
 used to leave the watcher running, or waiting forever for a publishing task that carried on.
 
 Each round starts a watcher, cancels it once at a chosen moment, and requires that the task
@@ -25,8 +25,8 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
+from services.runtime.lease import acquired_lease
 from services.runtime.natsd import NatsServer
-from services.watcher.lease import acquired_lease
 from services.watcher.service import Watcher
 from tests.component.watcher.harness import (
     burst,

@@ -9,13 +9,7 @@ takes their Pods along.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import ctypes
-import os
 import signal
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,8 +17,8 @@ from kubernetes_asyncio import client as k8s
 
 from services.devcluster import DevCluster, LatencyModel, SimulationSettings
 from services.runtime.cache import ObjectKey
+from services.runtime.kube import KubeApi, KubeError
 from services.runtime.natsd import NatsServer
-from services.runtime.reconcile.kube import KubeApi, KubeError
 from tests.component.sandbox.conftest import (
     FAST_KUBELET,
     NS,
@@ -33,55 +27,11 @@ from tests.component.sandbox.conftest import (
     sandbox_body,
     until,
 )
+from tests.e2e.services import log_tails, service
 
 pytestmark = pytest.mark.slow
 
-SANDBUS_RUN = (
-    sys.executable,
-    "-c",
-    # `sandbus run`, with INFO logging so that a failure leaves a readable trail.
-    "import logging, sys; logging.basicConfig(level=logging.INFO, "
-    "format='%(asctime)s %(levelname)s %(name)s %(message)s'); "
-    "from services.cli import main; sys.exit(main())",
-    "run",
-)
 COUNT = 50
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-
-
-@contextlib.asynccontextmanager
-async def service(
-    name: str, nats_url: str, kubeconfig: Path, logs: Path
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    log = (logs / f"{name}.log").open("ab")
-    env = {**os.environ, "SANDBUS_WATCHER_IDENTITY": f"e2e-{name}", "PYTHONUNBUFFERED": "1"}
-    process = await asyncio.create_subprocess_exec(
-        *SANDBUS_RUN,
-        name,
-        "--nats",
-        nats_url,
-        "--kubeconfig",
-        str(kubeconfig),
-        stdout=log,
-        stderr=log,
-        env=env,
-        preexec_fn=_die_with_parent,
-    )
-    try:
-        yield process
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            try:
-                async with asyncio.timeout(10):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-        log.close()
 
 
 async def ready_count(kube: KubeApi) -> int:
@@ -106,13 +56,6 @@ async def pods_of_sandboxes(core: k8s.CoreV1Api) -> dict[str, int]:
             if ref.kind == "Sandbox" and ref.controller:
                 owners[ref.name] = owners.get(ref.name, 0) + 1
     return owners
-
-
-def log_tails(logs: Path, lines: int = 25) -> str:
-    return "\n".join(
-        f"--- {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-        for path in sorted(logs.glob("*.log"))
-    )
 
 
 async def test_fifty_sandboxes_across_a_worker_kill(tmp_path: Path) -> None:

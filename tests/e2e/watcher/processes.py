@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from services.devcluster import DevCluster
-from services.watcher.lease import holder_of
+from services.runtime.lease import holder_of
 
 _PR_SET_PDEATHSIG = 1
 

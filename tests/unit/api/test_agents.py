@@ -14,7 +14,7 @@ import pytest
 from api import agents
 from api.crd import crd_for, openapi_schema
 from api.meta import ObjectMeta, Resource
-from api.openapi import StructuralSchema
+from services.devcluster.structural import StructuralSchema
 from tests.unit.api.manifests import EXAMPLES_DIR, load_documents
 
 AGENT_KINDS: tuple[type[Resource], ...] = (

@@ -5,7 +5,8 @@ validate, for the server's OpenAPI document. No cluster exists here, so the test
 discovery documents for ``apiextensions.k8s.io/v1`` from a throwaway HTTP server and passes
 ``--validate=false``: kubectl then parses every file, decodes each object as a
 CustomResourceDefinition and prints the dry-run result. The schema rules that server-side
-validation would check are tested with :func:`api.openapi.schema_problems` in test_crd.py.
+validation would check are tested with :func:`services.devcluster.structural.schema_problems` in
+test_crd.py.
 """
 
 from __future__ import annotations

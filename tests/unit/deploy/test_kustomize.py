@@ -156,14 +156,16 @@ def test_every_service_deployment_is_locked_down(component: str | None, tmp_path
         assert service in nats_users()
 
 
-def test_the_watcher_runs_two_replicas_and_survives_a_drain() -> None:
+@pytest.mark.parametrize("service", ["watcher", "sandbox"])
+def test_an_active_passive_service_runs_two_replicas_and_survives_a_drain(service: str) -> None:
+    # One leads through its Lease, the other stands by; a rollout or a drain never leaves none.
     docs = render(BASE)
-    watcher = services_deployed(docs)["watcher"]
+    deployment = services_deployed(docs)[service]
     budgets = of_kind(docs, "PodDisruptionBudget")
 
-    assert watcher["spec"]["replicas"] == 2
-    assert watcher["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
-    selector = watcher["spec"]["selector"]["matchLabels"]
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    selector = deployment["spec"]["selector"]["matchLabels"]
     assert any(
         budget["spec"]["selector"]["matchLabels"] == selector
         and budget["spec"]["minAvailable"] == 1

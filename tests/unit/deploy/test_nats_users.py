@@ -14,10 +14,12 @@ import pytest
 from events.subjects import (
     DEAD_LETTER_SUBJECTS,
     EVENT_LOG_SUBJECTS,
+    MEMO_SUBJECTS,
     STATE_SUBJECTS,
     WARM_SUBJECTS,
+    memo_filter,
 )
-from services.runtime.bus import BusConfig
+from services.runtime.bus import BusConfig, stream_configs
 from services.runtime.reconcile.feeding import durable_name
 from tests.unit.deploy.manifests import (
     BASE,
@@ -91,21 +93,20 @@ def test_compose_gives_nats_every_password_and_refuses_to_start_without() -> Non
 
 
 def test_the_rights_name_the_streams_that_the_bus_creates() -> None:
-    config = BusConfig()
-    streams = {
-        config.event_log_stream,
-        config.state_stream,
-        config.warm_stream,
-        config.dead_letter_stream,
-    }
-
     named = set(re.findall(r"\bSANDBUS_[A-Z]+\b", _rights_text()))
 
-    assert named == streams
+    assert named == _streams()
+    assert {stream.name for stream in stream_configs(BusConfig())} == _streams()
 
 
 def test_every_data_subject_a_user_may_publish_is_stored_by_a_stream() -> None:
-    stored = (*EVENT_LOG_SUBJECTS, *STATE_SUBJECTS, *WARM_SUBJECTS, *DEAD_LETTER_SUBJECTS)
+    stored = (
+        *EVENT_LOG_SUBJECTS,
+        *STATE_SUBJECTS,
+        *WARM_SUBJECTS,
+        *DEAD_LETTER_SUBJECTS,
+        *MEMO_SUBJECTS,
+    )
     roots = {subject.removesuffix(".>") for subject in stored}
 
     published = set(re.findall(r'"(sandbus\.[^"]+)"', _rights_text()))
@@ -146,6 +147,70 @@ def test_the_reader_is_denied_every_workers_durable(worker: str) -> None:
     assert f'"$JS.API.CONSUMER.*.SANDBUS_EVENTS.{durable}"' in deny
     assert f'"$JS.API.CONSUMER.*.SANDBUS_EVENTS.{durable}.>"' in deny
     assert f'"$JS.API.CONSUMER.MSG.NEXT.SANDBUS_EVENTS.{durable}"' in deny
+
+
+def test_the_provisioner_may_create_update_and_inspect_every_stream() -> None:
+    rights = _rights(_block("PROVISIONER"))
+
+    for stream in _streams():
+        for api in ("INFO", "CREATE", "UPDATE"):
+            assert f'"$JS.API.STREAM.{api}.{stream}"' in rights, (api, stream)
+
+
+@pytest.mark.parametrize("user", sorted(SERVICES_WITH_USERS))
+def test_every_service_may_inspect_every_stream_for_ensure_bus(user: str) -> None:
+    rights = _rights(_block(user.upper()))
+
+    for stream in _streams():
+        assert f'"$JS.API.STREAM.INFO.{stream}"' in rights, stream
+
+
+@pytest.mark.parametrize("worker", sorted(WORKERS))
+def test_a_worker_keeps_its_memory_under_its_own_name_only(worker: str) -> None:
+    rights = _rights(_block(worker.upper()))
+    memo = BusConfig().memo_stream
+
+    # Publishing: its own memo subjects, nothing wider.
+    assert re.findall(r'"(sandbus\.memo\.[^"]*)"', rights) == [memo_filter(worker)]
+    # Reading back: a consumer may be created only with its own memos as the filter, which the
+    # create subject carries (the server holds the request to it).
+    creates = re.findall(rf'"(\$JS\.API\.CONSUMER\.[A-Z.]*CREATE\.{memo}[^"]*)"', rights)
+    assert creates == [f"$JS.API.CONSUMER.CREATE.{memo}.*.{memo_filter(worker)}"]
+    for api in ("INFO", "MSG.NEXT", "DELETE"):
+        assert f'"$JS.API.CONSUMER.{api}.{memo}.*"' in rights, api
+    # Nothing else on the memo stream: no purge, no direct get, no ack (AckPolicy.NONE).
+    on_memo = set(re.findall(rf'"([^"]*\.{memo}(?:\.[^"]*)?)"', rights))
+    assert on_memo == {
+        f"$JS.API.STREAM.INFO.{memo}",
+        *creates,
+        *(f"$JS.API.CONSUMER.{api}.{memo}.*" for api in ("INFO", "MSG.NEXT", "DELETE")),
+    }
+
+
+@pytest.mark.parametrize("user", ["watcher", PROVISIONER, READER])
+def test_no_other_user_touches_the_memos(user: str) -> None:
+    rights = _rights(_block(user.upper()))
+    memo = BusConfig().memo_stream
+
+    assert "sandbus.memo" not in rights
+    assert not re.findall(rf"CONSUMER\.[A-Z.]+\.{memo}|DIRECT\.GET\.{memo}", rights)
+
+
+def _streams() -> set[str]:
+    """The streams' names as BusConfig has them (the provisioner creates exactly these)."""
+    config = BusConfig()
+    return {
+        config.event_log_stream,
+        config.state_stream,
+        config.warm_stream,
+        config.dead_letter_stream,
+        config.memo_stream,
+    }
+
+
+def _rights(block: str) -> str:
+    """A permission block without its comments."""
+    return "\n".join(line.split("#", 1)[0] for line in block.splitlines())
 
 
 def _rights_text() -> str:

@@ -1,24 +1,39 @@
-"""RBAC: the watcher only reads; workers write what upstream controllers write, never watch."""
+"""RBAC: the watcher only reads; workers write what upstream controllers write, never watch.
+
+The watcher and the active-passive workers also hold a Lease each, in their own namespace.
+"""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 import yaml
 
 from api.kinds import ALL_KINDS
+from services.runtime.reconcile.serving import lease_settings
 from services.watcher.config import WatcherConfig
 from tests.unit.deploy.manifests import (
     BASE,
     CRDS,
+    DEPLOY,
     NAMESPACE,
+    Doc,
     allowed,
+    enable_components,
     env_of,
     of_kind,
     rbac_subjects,
     render,
+    render_uncached,
+    service_container,
 )
 
 WORKERS = ("sandbox", "pool", "claim", "snapshot")
+LEADING_WORKERS = ("sandbox", "pool", "snapshot")
+"""Active-passive through a Lease (serve_worker with replicas="leader"); claim runs on every
+replica. pool and snapshot are not registered yet, but their Lease rights are in base already."""
 READ = ("get", "list", "watch")
 BUILTIN_WATCHED = (
     ("", "pods"),
@@ -72,19 +87,47 @@ def test_the_watcher_may_list_and_watch_everything_it_publishes() -> None:
 
 
 def test_the_watcher_writes_nothing_but_its_lease() -> None:
-    docs = render(BASE)
     for rule in _cluster_role("watcher")["rules"]:
         assert set(rule["verbs"]) <= set(READ), rule
-    lease_role = of_kind(docs, "Role")["sandbus-watcher-leader-election"]
-    assert lease_role["metadata"]["namespace"] == NAMESPACE
-    assert lease_role["rules"] == [
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "verbs": ["get", "create", "update"],
-        }
-    ]
-    assert "sandbus-watcher-leader-election" in rbac_subjects(docs)["sandbus-watcher"]
+    assert "sandbus-watcher-leader-election" in rbac_subjects(render(BASE))["sandbus-watcher"]
+
+
+def _lease_name(service: str) -> str:
+    """The Lease the service elects its leader on, by default."""
+    if service == "watcher":
+        return WatcherConfig.from_env({}).lease_name
+    return lease_settings(service, {}).name
+
+
+def _lease_verbs(role: Doc) -> dict[str, frozenset[str] | None]:
+    """verb → the Lease names the Role limits it to (None: any Lease)."""
+    verbs: dict[str, frozenset[str] | None] = {}
+    for rule in role["rules"]:
+        assert rule["apiGroups"] == ["coordination.k8s.io"], rule
+        assert rule["resources"] == ["leases"], rule
+        names = rule.get("resourceNames")
+        for verb in rule["verbs"]:
+            assert verb not in verbs, f"{verb} in two rules"
+            verbs[verb] = frozenset(names) if names else None
+    return verbs
+
+
+@pytest.mark.parametrize("service", ["watcher", *LEADING_WORKERS])
+def test_a_leading_service_may_write_its_own_lease_and_no_other(service: str) -> None:
+    # Every write is a PUT with the resourceVersion read (update, not patch). get and update name
+    # the service's own Lease, so that no service can take over another's (the watcher's carries
+    # its event-log low-water mark); create cannot be limited to a name by RBAC.
+    docs = render(BASE)
+    role = of_kind(docs, "Role")[f"sandbus-{service}-leader-election"]
+    lease = frozenset({_lease_name(service)})
+
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert _lease_verbs(role) == {"get": lease, "update": lease, "create": None}
+    assert f"sandbus-{service}-leader-election" in rbac_subjects(docs)[f"sandbus-{service}"]
+
+
+def test_the_claim_worker_runs_on_every_replica_and_holds_no_lease() -> None:
+    assert rbac_subjects(render(BASE))["sandbus-claim"] == {"sandbus-claim"}
 
 
 @pytest.mark.parametrize("service", WORKERS)
@@ -163,3 +206,41 @@ def test_the_watcher_looks_for_its_lease_where_its_role_allows_it() -> None:
     assert namespace_from == "metadata.namespace"
     role = of_kind(docs, "Role")["sandbus-watcher-leader-election"]
     assert config.lease_namespace == role["metadata"]["namespace"] == pod_namespace
+    assert {config.lease_name} == _lease_verbs(role)["update"]
+
+
+def _worker_deployment(worker: str, tmp_path: Path) -> Doc:
+    """The worker's Deployment: from base, or from its component when base does not have it."""
+    deployments = of_kind(render(BASE), "Deployment")
+    if f"sandbus-{worker}" in deployments:
+        return deployments[f"sandbus-{worker}"]
+    copy = tmp_path / "deploy"
+    shutil.copytree(DEPLOY, copy)
+    enable_components(copy, [worker])
+    return of_kind(render_uncached(copy / "base"), "Deployment")[f"sandbus-{worker}"]
+
+
+@pytest.mark.parametrize("worker", LEADING_WORKERS)
+def test_a_leading_worker_looks_for_its_lease_where_its_role_allows_it(
+    worker: str, tmp_path: Path
+) -> None:
+    deployment = _worker_deployment(worker, tmp_path)
+    env = env_of(service_container(deployment))
+    pod_namespace = deployment["metadata"]["namespace"]
+    # What the downward API gives the container, for a Pod of this Deployment.
+    downward = {"metadata.namespace": pod_namespace, "metadata.name": f"sandbus-{worker}-abc12"}
+    environment = {
+        name: downward[env[name]["valueFrom"]["fieldRef"]["fieldPath"]]
+        for name in ("POD_NAMESPACE", "SANDBUS_IDENTITY")
+    }
+
+    settings = lease_settings(worker, environment)
+
+    assert environment == {
+        "POD_NAMESPACE": pod_namespace,
+        "SANDBUS_IDENTITY": f"sandbus-{worker}-abc12",
+    }
+    role = of_kind(render(BASE), "Role")[f"sandbus-{worker}-leader-election"]
+    assert settings.namespace == role["metadata"]["namespace"] == pod_namespace
+    assert {settings.name} == _lease_verbs(role)["update"]
+    assert settings.identity == f"sandbus-{worker}-abc12"  # the Pod's name, not host and pid

@@ -12,28 +12,18 @@ from typing import Any
 
 import pytest
 
-from services.devcluster.kubelet import (
+from services.devcluster.kubelet.actions import BindPod, DeletePod, Instant, LaunchJob, PatchStatus
+from services.devcluster.kubelet.config import (
     FAIL_ANNOTATION,
-    BindPod,
-    ClusterView,
-    DeletePod,
     FailureRule,
-    Instant,
-    JobMemory,
-    JobOutcome,
     KubeletConfig,
-    LaunchJob,
-    NodeInfo,
-    PatchStatus,
-    StageMemory,
-    allocate_pod_ip,
     failure_mode,
-    go_duration,
-    observe_stage,
-    plan_job,
-    plan_pod,
 )
-from services.devcluster.patch import merge_patch
+from services.devcluster.kubelet.jobs import JobMemory, JobOutcome, plan_job
+from services.devcluster.kubelet.nodes import ClusterView, NodeInfo, allocate_pod_ip
+from services.devcluster.kubelet.stages import StageMemory, observe_stage, plan_pod
+from services.devcluster.kubelet.statuses import go_duration
+from services.devcluster.patching.json_patches import merge_patch
 
 CONFIG = KubeletConfig(nodes=2)
 NODES = (

@@ -11,7 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.devcluster.informer import ObjectKey, object_key
-from services.devcluster.kubelet import BindPod, ClusterView, Kubelet, KubeletConfig
+from services.devcluster.kubelet.actions import BindPod
+from services.devcluster.kubelet.config import KubeletConfig
+from services.devcluster.kubelet.nodes import ClusterView
+from services.devcluster.kubelet.shell import Kubelet
 
 Json = dict[str, Any]
 NODES = ("n0", "n1")

@@ -7,8 +7,9 @@ from datetime import datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
+from events.envelope import ObjectKey
 from events.types import Event
-from services.history.folding import ObjectKey, state_at
+from services.history.folding import state_at
 from tests.unit.history.histories import (
     T0,
     adoption_story,

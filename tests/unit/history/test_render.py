@@ -7,8 +7,9 @@ from datetime import timedelta
 
 import yaml
 
+from events.envelope import ObjectKey
 from events.types import DecisionAction
-from services.history.folding import ObjectKey, state_at
+from services.history.folding import state_at
 from services.history.instants import format_age
 from services.history.records import UnreadableRecord
 from services.history.render import (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from events.envelope import ObjectKey
 from events.types import DecisionAction, Event
-from services.history.folding import ObjectKey
 from services.history.timeline import build_timeline
 from tests.unit.history.histories import (
     adoption_story,

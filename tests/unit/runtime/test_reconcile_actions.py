@@ -8,9 +8,14 @@ from typing import Any
 import pytest
 
 from services.runtime.cache import ObjectCache, ObjectKey
+from services.runtime.kube import KubeError
 from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace, merge_patch
-from services.runtime.reconcile.executing import execute
-from services.runtime.reconcile.kube import KubeError
+from services.runtime.reconcile.executing import RUNTIME_EXECUTORS, ExecutionContext, execute
+
+
+def kube_writes(api: Any, cache: ObjectCache) -> tuple[Any, ExecutionContext]:
+    """The runtime's own executors and a context for them: ``execute(plan, *kube_writes(...))``."""
+    return RUNTIME_EXECUTORS, ExecutionContext(api, cache)
 
 
 def apply_merge_patch(target: Any, patch: Any) -> Any:
@@ -135,7 +140,7 @@ async def test_each_answer_goes_into_the_cache() -> None:
             Delete(ObjectKey("ConfigMap", "ns", "gone")),
         )
     )
-    done = await execute(plan, api, cache)  # type: ignore[arg-type]
+    done = await execute(plan, *kube_writes(api, cache))
     assert done.error is None and not done.stale
     assert [o.note for o in done.outcomes] == ["", "", "already gone"]
     assert cache.get(POD)["metadata"]["resourceVersion"] == "101"  # type: ignore[index]
@@ -146,7 +151,7 @@ async def test_already_exists_reads_the_object_and_stops_the_plan() -> None:
     api = ScriptedApi(obj("Pod", "p", spec={"theirs": True}))
     cache = ObjectCache()
     plan = Plan(actions=(Create(obj("Pod", "p")), Create(obj("Service", "s"))))
-    done = await execute(plan, api, cache)  # type: ignore[arg-type]
+    done = await execute(plan, *kube_writes(api, cache))
     assert done.stale and done.error is None
     assert [o.note for o in done.outcomes] == ["already exists"]
     assert cache.get(POD)["spec"] == {"theirs": True}  # type: ignore[index]
@@ -157,7 +162,9 @@ async def test_a_patch_of_a_vanished_object_stops_the_plan_and_forgets_it() -> N
     api = ScriptedApi()
     cache = ObjectCache()
     cache.observe("added", obj("Pod", "p"))
-    done = await execute(Plan(actions=(Patch(POD, {"x": 1}), Create(obj("Pod", "q")))), api, cache)  # type: ignore[arg-type]
+    done = await execute(
+        Plan(actions=(Patch(POD, {"x": 1}), Create(obj("Pod", "q")))), *kube_writes(api, cache)
+    )
     assert done.stale and POD not in cache
     assert ("create", "q") not in api.calls
 
@@ -167,7 +174,7 @@ async def test_a_failure_stops_the_plan_and_says_where() -> None:
     api.errors[("replace", "s")] = KubeError(409, "Conflict", "the object has been modified")
     cache = ObjectCache()
     plan = Plan(actions=(Replace(obj("Service", "s")), Create(obj("Pod", "p"))))
-    done = await execute(plan, api, cache)  # type: ignore[arg-type]
+    done = await execute(plan, *kube_writes(api, cache))
     assert done.error == "update Service/ns/s: Conflict (409): the object has been modified"
     assert done.outcomes[0].error is not None and len(done.outcomes) == 1
     assert POD not in cache
@@ -182,7 +189,7 @@ async def test_a_terminating_delete_answer_is_kept() -> None:
 
     api = Graceful(obj("Pod", "p"))
     cache = ObjectCache()
-    done = await execute(Plan(actions=(Delete(POD),)), api, cache)  # type: ignore[arg-type]
+    done = await execute(Plan(actions=(Delete(POD),)), *kube_writes(api, cache))
     assert done.outcomes[0].note == "terminating"
     assert cache.get(POD)["metadata"]["deletionTimestamp"]  # type: ignore[index]
 
@@ -204,9 +211,9 @@ async def test_a_conflict_can_mean_read_again_and_plan_anew() -> None:
     key = ObjectKey("Service", "ns", "s")
     stale_patch = {"metadata": {"resourceVersion": "3", "labels": {"a": "b"}}}
     refreshing = Plan(actions=(Patch(key, stale_patch, on_conflict="refresh"),))
-    done = await execute(refreshing, api, cache)  # type: ignore[arg-type]
+    done = await execute(refreshing, *kube_writes(api, cache))
     assert done.stale and done.error is None
     assert cache.get(key)["metadata"]["resourceVersion"] == "9"  # type: ignore[index]
     failing = Plan(actions=(Patch(key, stale_patch),))
-    done = await execute(failing, api, cache)  # type: ignore[arg-type]
+    done = await execute(failing, *kube_writes(api, cache))
     assert done.error is not None and "Conflict" in done.error

@@ -21,7 +21,7 @@ from services.runtime.reconcile.tracing import (
     tracing_from_environment,
     tracing_mode,
 )
-from tests.unit.runtime.test_reconcile_actions import ScriptedApi, obj
+from tests.unit.runtime.test_reconcile_actions import ScriptedApi, kube_writes, obj
 from tests.unit.runtime.test_reconcile_worker import WIDGET, FakeJetStream, PodPerWidget, worker
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -152,7 +152,7 @@ async def test_each_step_is_one_child_span_around_its_actions(
         ),
     )
     with tracer.start_as_current_span("reconcile") as parent:
-        done = await execute(plan, api, ObjectCache(), tracer=tracer)  # type: ignore[arg-type]
+        done = await execute(plan, *kube_writes(api, ObjectCache()), tracer=tracer)  # type: ignore[arg-type]
     assert done.error is None
     spans = spans_by_name(exporter)
     assert {name: len(found) for name, found in spans.items()} == {
@@ -175,7 +175,7 @@ async def test_each_step_is_one_child_span_around_its_actions(
 
 async def test_without_a_tracer_steps_cost_nothing(exporter: InMemorySpanExporter) -> None:
     plan = Plan(actions=(Create(obj("Pod", "p"), step="a"),), steps=(Step("a"), Step("b")))
-    done = await execute(plan, ScriptedApi(), ObjectCache())  # type: ignore[arg-type]
+    done = await execute(plan, *kube_writes(ScriptedApi(), ObjectCache()))  # type: ignore[arg-type]
     assert done.error is None and exporter.get_finished_spans() == ()
 
 

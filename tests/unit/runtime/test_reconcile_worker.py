@@ -11,10 +11,10 @@ from nats.js.api import PubAck
 
 from events.codec import decode_event
 from events.types import DecisionMade, Outcome, observed_event
-from services.runtime.cache import ObjectCache, ObjectKey
+from services.runtime.cache import ObjectKey
+from services.runtime.kube import KubeError
 from services.runtime.reconcile import Create, Patch, Plan
-from services.runtime.reconcile.kube import KubeError
-from services.runtime.reconcile.worker import Worker, WorkerDefinition, WorkerSettings
+from services.runtime.reconcile.worker import Observed, Worker, WorkerDefinition, WorkerSettings
 from tests.unit.runtime.test_reconcile_actions import ScriptedApi, obj
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -48,9 +48,9 @@ class PodPerWidget:
     explode: bool = False
     always_write: bool = False
 
-    def observe(self, key: ObjectKey, cache: ObjectCache, last_error: str | None) -> dict[str, Any]:
-        self.seen_errors.append(last_error)
-        return {"widget": cache.get(key), "pod": cache.get(POD)}
+    def observe(self, key: ObjectKey, observed: Observed) -> dict[str, Any]:
+        self.seen_errors.append(observed.last_error)
+        return {"widget": observed.cache.get(key), "pod": observed.cache.get(POD)}
 
     def plan(self, inputs: dict[str, Any], now: datetime) -> Plan:
         if self.explode:

@@ -12,15 +12,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.keys import LABEL_SANDBOX_NAME_HASH, name_hash
+from api.kinds import ALL_KINDS
 from services.runtime.cache import Json, ObjectCache, ObjectKey, key_of
+from services.runtime.kube import KubeError, resource_for
 from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace
-from services.runtime.reconcile.kube import KubeError
 from services.sandbox.observation import SandboxObservation, observe_sandbox
 from services.sandbox.plan import plan_sandbox
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 NS = "default"
 SANDBOX_UID = "sandbox-uid-1"
+MODIFIED = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+CUSTOM_KINDS = frozenset(kind.KIND.kind for kind in ALL_KINDS)
+"""Kinds served from a CRD: a PUT without a resourceVersion is refused for them."""
 
 
 def stamp(moment: datetime) -> str:
@@ -245,15 +251,55 @@ def _merge(target: Json, patch: Mapping[str, Any]) -> Json:
     return result
 
 
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _without_version(obj: Json) -> Json:
+    bare = copy.deepcopy(obj)
+    bare.get("metadata", {}).pop("resourceVersion", None)
+    return bare
+
+
+def conflict(key: ObjectKey, why: str = MODIFIED) -> KubeError:
+    """409 Conflict as the API server words it (``errors.NewConflict``)."""
+    resource = resource_for(key.kind)
+    qualified = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+    return KubeError(
+        409, "Conflict", f'Operation cannot be fulfilled on {qualified} "{key.name}": {why}'
+    )
+
+
 @dataclass
 class FakeCluster:
     """Objects by key; applies actions as an API server would, in the ways these tests need:
     uids and growing resourceVersions, a created Pod in phase Pending, status patches only
-    touching status, graceful Pod deletion when ``graceful_pods``."""
+    touching status, graceful Pod deletion when ``graceful_pods``.
+
+    Preconditions are honoured as the API server honours them (optimistic concurrency):
+
+    - a merge Patch whose body carries ``metadata.resourceVersion`` (of the object or of its
+      status subresource) is refused with 409 Conflict unless that is the stored version; the
+      version in the patch is a precondition, never stored: a write that changes something
+      gets a new one, and a write that changes nothing keeps the old one, as on a real server;
+    - a Replace (PUT) with a stale ``metadata.resourceVersion`` gets 409; without one it is
+      unconditional for built-in kinds and refused (422 Invalid) for custom resources;
+    - a Delete whose ``uid`` or ``resource_version`` does not match gets 409;
+    - a Patch or Replace of an object that does not exist gets 404 NotFound; a Delete of one
+      is skipped, as the worker shell counts it done; a Create of a name that exists gets 409
+      AlreadyExists.
+
+    :meth:`apply` stops at the first refused write (the shell does the same), records it in
+    ``refused`` and raises the :class:`KubeError`; :meth:`execute` and :meth:`converge`
+    answer a refusal as the shell does (a Conflict of a write marked ``on_conflict="refresh"``:
+    plan again at once on the current objects)."""
 
     objects: dict[ObjectKey, Json] = field(default_factory=dict)
     graceful_pods: bool = False
     writes: list[Any] = field(default_factory=list)
+    """Every write sent, refused ones included."""
+    refused: list[tuple[Any, KubeError]] = field(default_factory=list)
+    """The writes the fake refused, with the error it answered."""
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
 
     def add(self, *objs: Json) -> FakeCluster:
@@ -268,37 +314,96 @@ class FakeCluster:
         obj["metadata"]["resourceVersion"] = str(next(self._versions))
         return obj
 
+    def _stored(self, key: ObjectKey) -> Json:
+        current = self.objects.get(key)
+        if current is None:
+            raise KubeError(
+                404, "NotFound", f'{resource_for(key.kind).plural} "{key.name}" not found'
+            )
+        return current
+
+    def _store(self, key: ObjectKey, current: Json, written: Json) -> None:
+        if _without_version(written) == _without_version(current):
+            return  # a no-op write: nothing stored, the resourceVersion stays
+        self.objects[key] = self._bump(written)
+
     def apply(self, plan: Plan) -> None:
         for action in plan.actions:
             self.writes.append(action)
-            if isinstance(action, Create):
-                body = copy.deepcopy(action.body)
-                key = key_of(body)
-                assert key not in self.objects, f"{key} already exists"
-                body["metadata"].setdefault("uid", f"uid-{key.kind}-{key.name}")
-                if key.kind == "Pod":
-                    body["status"] = {"phase": "Pending"}
-                self.objects[key] = self._bump(body)
-            elif isinstance(action, Patch):
-                current = self.objects[action.target]
-                patch = action.patch
-                if action.subresource == "status":
-                    patch = {"status": patch["status"]}
-                else:
-                    patch = {k: v for k, v in patch.items() if k != "status"}
-                self.objects[action.target] = self._bump(_merge(current, patch))
-            elif isinstance(action, Replace):
-                key = key_of(action.body)
-                self.objects[key] = self._bump(copy.deepcopy(action.body))
-            elif isinstance(action, Delete):
-                existing = self.objects.get(action.target)
-                if existing is None:
-                    continue
-                if action.target.kind == "Pod" and self.graceful_pods:
+            try:
+                self.write(action)
+            except KubeError as error:
+                self.refused.append((action, error))
+                raise
+
+    def write(self, action: Any) -> None:
+        """One write, or a :class:`KubeError` as the API server would answer it."""
+        if isinstance(action, Create):
+            body = copy.deepcopy(action.body)
+            key = key_of(body)
+            if key in self.objects:
+                raise KubeError(
+                    409,
+                    "AlreadyExists",
+                    f'{resource_for(key.kind).plural} "{key.name}" already exists',
+                )
+            body["metadata"].setdefault("uid", f"uid-{key.kind}-{key.name}")
+            if key.kind == "Pod":
+                body["status"] = {"phase": "Pending"}
+            self.objects[key] = self._bump(body)
+        elif isinstance(action, Patch):
+            current = self._stored(action.target)
+            wanted = _version(action.patch)
+            if wanted and wanted != _version(current):
+                raise conflict(action.target)
+            patch = copy.deepcopy(dict(action.patch))
+            patch.get("metadata", {}).pop("resourceVersion", None)
+            if action.subresource == "status":
+                patch = {"status": patch["status"]} if "status" in patch else {}
+            else:
+                patch.pop("status", None)
+            self._store(action.target, current, _merge(current, patch))
+        elif isinstance(action, Replace):
+            key = key_of(action.body)
+            current = self._stored(key)
+            wanted = _version(action.body)
+            if not wanted and key.kind in CUSTOM_KINDS:
+                raise KubeError(
+                    422,
+                    "Invalid",
+                    f"{key.kind} {key.name!r}: metadata.resourceVersion: Invalid value: 0x0: "
+                    "must be specified for an update",
+                )
+            if wanted and wanted != _version(current):
+                raise conflict(key)
+            self._store(key, current, copy.deepcopy(action.body))
+        elif isinstance(action, Delete):
+            existing = self.objects.get(action.target)
+            if existing is None:
+                return
+            uid = str(existing["metadata"].get("uid") or "")
+            if action.uid is not None and action.uid != uid:
+                raise conflict(
+                    action.target,
+                    f"the UID in the precondition ({action.uid}) does not match the UID in "
+                    f"record ({uid}). The object might have been deleted and then recreated",
+                )
+            version = _version(existing)
+            if action.resource_version is not None and action.resource_version != version:
+                raise conflict(
+                    action.target,
+                    f"the ResourceVersion in the precondition ({action.resource_version}) does "
+                    f"not match the ResourceVersion in record ({version}). The object might "
+                    "have been modified",
+                )
+            if action.target.kind == "Pod" and self.graceful_pods:
+                if not existing["metadata"].get("deletionTimestamp"):
                     existing["metadata"]["deletionTimestamp"] = stamp(NOW)
                     self._bump(existing)
-                else:
-                    del self.objects[action.target]
+            else:
+                del self.objects[action.target]
+        else:
+            raise AssertionError(f"the fake cluster does not execute {action!r}")
 
     def cache(self) -> ObjectCache:
         cache = ObjectCache(label_indexes=[("Pod", LABEL_SANDBOX_NAME_HASH)])
@@ -310,21 +415,43 @@ class FakeCluster:
         return observe_sandbox(ObjectKey("Sandbox", NS, name), self.cache(), **kwargs)
 
     def converge(self, name: str = "sb", now: datetime = NOW, passes: int = 8) -> list[Plan]:
-        """Plan and apply until a pass wants nothing more at once; returns the plans."""
+        """Plan and apply until a pass wants nothing more at once; returns the plans. A plan
+        that the shell would make again at once (see :meth:`execute`) is followed by a new
+        pass on the current objects; any other refusal is raised."""
         plans = []
         for _ in range(passes):
             plan = plan_sandbox(self.observe(name), now)
             plans.append(plan)
-            self.apply(plan)
+            if not self.execute(plan):
+                continue
             if plan.requeue_after is None or plan.requeue_after > 0:
                 return plans
         raise AssertionError(f"no convergence in {passes} passes: {plans}")
 
+    def execute(self, plan: Plan) -> bool:
+        """:meth:`apply`, answered as the worker shell answers it: False when the plan was
+        made on stale state and is to be made again at once (a Create that finds the object
+        already there, a Patch or Replace of an object that is gone, a Conflict of a write
+        marked ``on_conflict="refresh"``); any other refusal is raised."""
+        try:
+            self.apply(plan)
+        except KubeError as error:
+            refused = self.refused[-1][0]
+            if isinstance(refused, Create) and error.already_exists:
+                return False
+            if isinstance(refused, Patch | Replace) and error.not_found:
+                return False
+            if error.conflict and getattr(refused, "on_conflict", "fail") == "refresh":
+                return False
+            raise
+        return True
+
 
 @dataclass
 class ClusterApi:
-    """The calls the worker shell makes (:class:`~services.runtime.reconcile.kube.KubeApi`),
-    served from a :class:`FakeCluster`; ``failures`` makes a (verb, kind) fail."""
+    """The calls the worker shell makes (:class:`~services.runtime.kube.KubeApi`),
+    served from a :class:`FakeCluster`, preconditions and their 409s included; ``failures``
+    makes a (verb, kind) fail."""
 
     cluster: FakeCluster
     failures: dict[tuple[str, str], KubeError] = field(default_factory=dict)
@@ -335,10 +462,7 @@ class ClusterApi:
             raise failure
 
     def _read(self, key: ObjectKey) -> Json:
-        found = self.cluster.objects.get(key)
-        if found is None:
-            raise KubeError(404, "NotFound", f"{key} not found")
-        return copy.deepcopy(found)
+        return copy.deepcopy(self.cluster._stored(key))
 
     async def create(self, body: Json) -> Json:
         key = key_of(body)
@@ -353,7 +477,6 @@ class ClusterApi:
 
     async def patch(self, key: ObjectKey, patch: Json, *, subresource: str | None = None) -> Json:
         self._check("patch", key)
-        self._read(key)
         status: Any = subresource
         self.cluster.apply(Plan(actions=(Patch(key, patch, subresource=status),)))
         return self._read(key)
@@ -363,8 +486,17 @@ class ClusterApi:
         self.cluster.apply(Plan(actions=(Replace(body),)))
         return self._read(key_of(body))
 
-    async def delete(self, key: ObjectKey, **_: Any) -> Json:
+    async def delete(
+        self,
+        key: ObjectKey,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation: str | None = None,
+    ) -> Json:
+        del propagation  # nothing here is garbage-collected
         self._check("delete", key)
         self._read(key)
-        self.cluster.apply(Plan(actions=(Delete(key),)))
+        delete = Delete(key, uid=uid, resource_version=resource_version)
+        self.cluster.apply(Plan(actions=(delete,)))
         return {"kind": "Status", "status": "Success"}

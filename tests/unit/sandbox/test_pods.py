@@ -21,7 +21,6 @@ from api.keys import (
 )
 from services.runtime.cache import ObjectKey
 from services.runtime.reconcile import Create, Delete, Patch
-from services.runtime.reconcile.actions import target_of
 from services.sandbox.objects import Ownership, ownership
 from services.sandbox.observation import resolve_pod_name
 from services.sandbox.plan import plan_sandbox, read_sandbox
@@ -94,11 +93,50 @@ def test_creates_a_new_pod() -> None:
 
 def test_updates_the_label_and_owner_of_an_existing_pod() -> None:
     """Upstream TestReconcilePod "updates label and ownerRef of existing pod": an unowned Pod
-    carrying the tracking label is adopted in one merge patch."""
+    carrying the tracking label is adopted in one merge patch, conditional on the Pod's
+    resourceVersion, and refreshed on 409 Conflict (DESIGN invariant 2: another Sandbox may be
+    adopting the same Pod)."""
     result = plan(sandbox(), pod(labels={"x": "y"}))
     patch = only_patch(result)
     assert patch["ownerReferences"] == [owner_ref()]
+    assert patch["resourceVersion"] == "20"
+    (adoption,) = of_type_in(result, Patch)
+    assert adoption.on_conflict == "refresh"
     assert not of_type_in(result, Create)
+
+
+def test_the_adoption_patch_is_exactly_owner_labels_and_precondition() -> None:
+    """The whole adoption patch of an adoptable Pod: the controller reference (other owner
+    references kept), the tracking label, and the version it was planned on; nothing else of
+    the Pod."""
+    garbage_collected = {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "cm-uid"}
+    adoptable = pod(labels={LABEL_ADOPTABLE: "true"}, hashed_for=None)
+    adoptable["metadata"]["ownerReferences"] = [garbage_collected]
+    result = plan(sandbox(), adoptable)
+    assert result.actions == (
+        Patch(
+            ObjectKey("Pod", "default", "sb"),
+            {
+                "metadata": {
+                    "labels": {LABEL_SANDBOX_NAME_HASH: HASH},
+                    "ownerReferences": [garbage_collected, owner_ref()],
+                    "resourceVersion": "20",
+                }
+            },
+            why="adopt the Pod",
+            on_conflict="refresh",
+        ),
+    )
+    assert not result.deferrable
+
+
+def test_relabelling_an_owned_pod_is_not_conditional() -> None:
+    """The labels of a Pod the Sandbox already controls are its own to decide, in a merge patch
+    that touches nothing else: no precondition (which would fail at every kubelet update)."""
+    result = plan(sandbox(pod_labels={"team": "a"}), owned_pod())
+    (relabel,) = of_type_in(result, Patch)
+    assert "resourceVersion" not in relabel.patch["metadata"]
+    assert relabel.on_conflict == "fail"
 
 
 def of_type_in(result: PodPlan, kind: type) -> list[Any]:
@@ -398,7 +436,7 @@ def test_surfaces_multiple_owned_pods_as_ready_reason_and_one_event() -> None:
     assert [(e["kind"], e["reason"], e["type"]) for e in events] == [
         ("Event", "MultiplePods", "Warning")
     ]
-    assert all(target_of(a).kind != "Service" for a in result.actions)
+    assert all(a.target.kind != "Service" for a in result.actions)
 
     already = sandbox(
         service=True,

@@ -435,3 +435,28 @@ def test_a_refused_status_write_is_simply_written_again() -> None:
     assert written is not None
     reason = next(c for c in written["conditions"] if c["type"] == "Ready")
     assert (reason["status"], reason["reason"]) == ("True", "DependenciesReady")
+
+
+@pytest.mark.parametrize(
+    ("labels", "hashed_for", "adopted"),
+    [({LABEL_ADOPTABLE: "true"}, None, True), ({}, "sb", True), ({}, None, False)],
+    ids=["adoptable", "tracking label", "neither"],
+)
+def test_an_untracked_pod_named_like_the_sandbox_is_not_created_again(
+    labels: dict[str, str], hashed_for: str | None, adopted: bool
+) -> None:
+    """The annotation names a Pod that is gone, and the name a new Pod would take is held by a
+    Pod the Sandbox does not track. Upstream's create gets AlreadyExists and it goes on with
+    that Pod; so does the planner: adopted when it may be, refused otherwise, and never a
+    create that fails the same way at every pass (found by the property test)."""
+    sb = sandbox(annotations={ANNOTATION_POD_NAME: "warm-1"})
+    cluster = FakeCluster().add(sb, pod(labels=labels, hashed_for=hashed_for))
+    plans = cluster.converge()
+    assert not cluster.refused, "no create of a name that is taken"
+    found = cluster.get("Pod", "sb")
+    assert found is not None
+    assert (found["metadata"].get("ownerReferences") == [owner_ref()]) == adopted
+    assert sandbox_of(cluster)["metadata"].get("annotations", {}).get(ANNOTATION_POD_NAME) == (
+        "sb" if adopted else None
+    )
+    assert (plans[-1].error is None) == adopted

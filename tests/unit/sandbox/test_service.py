@@ -181,6 +181,7 @@ def test_adopts_an_unowned_service(
     assert body["metadata"]["ownerReferences"] == [owner_ref()]
     assert body["metadata"]["labels"][LABEL_SANDBOX_NAME_HASH] == HASH
     assert body["metadata"]["resourceVersion"] == "30"
+    assert result.actions[0].on_conflict == "refresh"
     assert body["spec"]["selector"] == SELECTOR
     assert "ports" not in body["spec"]
 

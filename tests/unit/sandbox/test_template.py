@@ -137,6 +137,7 @@ def test_a_spec_change_updates_the_policy() -> None:
     replaces = [a for a in result.actions if isinstance(a, Replace)]
     assert len(replaces) == 1
     assert replaces[0].body["metadata"]["resourceVersion"] == "7"
+    assert replaces[0].on_conflict == "refresh", "someone wrote it meanwhile: read it again"
     assert replaces[0].body["spec"]["ingress"] == rules["ingress"]
 
 

@@ -15,8 +15,8 @@ from opentelemetry.trace import StatusCode, Tracer
 
 from api.keys import ANNOTATION_TRACE_CONTEXT, LABEL_CREATED_BY
 from services.runtime.cache import ObjectKey
+from services.runtime.kube import KubeError
 from services.runtime.reconcile import Patch
-from services.runtime.reconcile.kube import KubeError
 from services.runtime.reconcile.worker import Worker
 from services.sandbox.plan import plan_sandbox
 from services.sandbox.worker import sandbox_worker

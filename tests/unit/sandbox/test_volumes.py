@@ -62,13 +62,15 @@ def test_refuses_a_pvc_owned_by_another_controller() -> None:
 )
 def test_adopts_an_unowned_pvc(labels: dict[str, str]) -> None:
     """Upstream TestReconcilePVCs "adopts unowned (adoptable or legacy tracking label)": a merge
-    patch adding the Sandbox as controller."""
+    patch adding the Sandbox as controller, conditional on the version it was read at (another
+    adopter may write first: then 409, and the next pass decides again)."""
     result = plan({"data-sb": pvc("data-sb", labels=labels)})
     assert result.actions == (
         Patch(
             ObjectKey("PersistentVolumeClaim", "default", "data-sb"),
-            {"metadata": {"ownerReferences": [owner_ref()]}},
+            {"metadata": {"ownerReferences": [owner_ref()], "resourceVersion": "40"}},
             why="adopt the PVC",
+            on_conflict="refresh",
         ),
     )
 

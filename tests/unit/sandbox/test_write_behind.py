@@ -24,7 +24,7 @@ from api.keys import (
 from events.types import Outcome
 from services.runtime.cache import ObjectKey
 from services.runtime.reconcile import Patch, Plan
-from services.runtime.reconcile.worker import Worker
+from services.runtime.reconcile.worker import Observed, Worker
 from services.sandbox.plan import WRITE_BEHIND_BOUND, plan_sandbox
 from services.sandbox.service import WRITE_BEHIND_ENV, write_behind
 from services.sandbox.worker import SandboxReconciler, sandbox_worker
@@ -62,11 +62,23 @@ def after_adoption(**spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return sb, live
 
 
+MEMOS: dict[int, Any] = {}
+
+
 def reconcile(reconciler: SandboxReconciler, cluster: FakeCluster, now: datetime) -> Plan:
-    """One pass through the worker's reconciler (its shell keeps the write-behind clock)."""
-    plan = reconciler.plan(reconciler.observe(SB, cluster.cache(), None), now)
+    """One pass through the worker's reconciler, keeping its memo (the write-behind clock) per
+    reconciler and cluster as the worker's shell keeps it per key."""
+    memo_key = id(reconciler) ^ id(cluster)
+    plan = reconciler.plan(
+        reconciler.observe(SB, Observed(cluster.cache(), memo=MEMOS.get(memo_key))), now
+    )
+    MEMOS[memo_key] = plan.memo
     cluster.apply(plan)
     return plan
+
+
+def memo_of(reconciler: SandboxReconciler, cluster: FakeCluster) -> Any:
+    return MEMOS.get(id(reconciler) ^ id(cluster))
 
 
 def settle(reconciler: SandboxReconciler, cluster: FakeCluster, now: datetime) -> Plan:
@@ -103,7 +115,7 @@ def test_write_behind_disabled_is_synchronous() -> None:
     assert SAFE_TO_EVICT not in annotations and LABEL_WARM_POOL_SANDBOX not in labels
     settle(reconciler, cluster, NOW)
     assert pod_patches(cluster) == 1
-    assert reconciler.held_since == {}
+    assert memo_of(reconciler, cluster) is None
 
 
 def test_a_held_pod_patch_coalesces_and_is_written_once_after_the_window() -> None:
@@ -139,17 +151,18 @@ def test_a_held_pod_patch_coalesces_and_is_written_once_after_the_window() -> No
     reconcile(reconciler, cluster, at(first.requeue_after))
     assert pod_patches(cluster) == 1
     assert metadata(cluster) == want_metadata
-    assert reconciler.held_since == {}, "the flushing pass stops the clock"
+    assert memo_of(reconciler, cluster) is None, "the flushing pass stops the clock"
 
     settle(reconciler, cluster, at(2))
     assert pod_patches(cluster) == 1
-    assert reconciler.held_since == {}
+    assert memo_of(reconciler, cluster) is None
 
 
 def test_a_lost_clock_restarts_the_window_and_loses_no_write() -> None:
-    """Upstream TestRequeueDeferralCrashRecovery (with a window): a worker that restarts while
-    a patch is held has lost only the time the hold began; it holds the patch again for a
-    fresh window, recomputed from the objects, and then writes it."""
+    """Upstream TestRequeueDeferralCrashRecovery (with a window): a worker that lost its memo
+    (the runtime keeps it on the bus, so this is the worst case) has lost only the time the
+    hold began; it holds the patch again for a fresh window, recomputed from the objects, and
+    then writes it."""
     cluster = FakeCluster().add(*after_adoption())
     reconcile(SandboxReconciler(write_behind=0.25), cluster, NOW)
     assert pod_patches(cluster) == 0

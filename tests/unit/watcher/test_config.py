@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from services.runtime.lease import LeaseTimings
 from services.watcher.config import WatcherConfig
-from services.watcher.lease import LeaseTimings
 
 
 def test_defaults_follow_the_pod() -> None:

@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from events.envelope import ObjectKey
 from services.watcher.diffing import (
     Change,
-    ObjectKey,
     Seen,
     apply,
     diff,

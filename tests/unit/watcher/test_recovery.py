@@ -7,16 +7,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.codec import encode_event
+from events.envelope import ObjectKey
 from events.ids import ChangeEventId
 from events.types import observed_event
-from services.watcher.diffing import ObjectKey, Seen
+from services.watcher.diffing import Seen
 from services.watcher.recovery import (
     LowWater,
     Seqs,
     StoredEvent,
     StoredEventError,
+    keeps_stored_state,
     newest_per_key,
     recover,
+    state_identity,
     stored_event,
 )
 from tests.unit.events.samples import NOW, sandbox
@@ -142,3 +145,52 @@ def test_every_event_below_the_mark_has_reached_the_state_table(script: list[str
         assert all(seq >= mark.value for seq in unconfirmed)
         # A publish still waiting for its sequence will get one at or above the mark.
         assert next_seq >= mark.value or not in_flight
+
+
+# --- two leaders overlapping: which state the state table keeps ----------------------------
+
+
+def state(change: str, rv: str, uid: str = "u") -> ChangeEventId:
+    return ChangeEventId(uid, rv, change)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("stored_state", "ours", "kept"),
+    [
+        (("modified", "10"), ("modified", "9"), True),  # a stale leader's older state
+        (("modified", "10"), ("modified", "10"), True),  # the same state, written again
+        (("modified", "9"), ("modified", "10"), False),  # ours is newer
+        (("added", "8"), ("deleted", "9"), False),
+        (("modified", "10"), ("deleted", "10"), False),  # a synthetic deletion of that state
+        (("deleted", "10"), ("modified", "11"), True),  # a deletion is final for its uid
+        (("modified", "abc"), ("modified", "abd"), False),  # opaque versions: not ordered
+        (("modified", "abc"), ("modified", "abc"), True),  # ...but equal is equal
+    ],
+)
+def test_the_state_table_keeps_a_stored_state_that_is_not_older(
+    stored_state: tuple[str, str], ours: tuple[str, str], kept: bool
+) -> None:
+    assert keeps_stored_state(state(*stored_state), state(*ours)) is kept
+
+
+def test_another_incarnation_is_never_kept_over_ours() -> None:
+    assert not keeps_stored_state(state("modified", "10", uid="old"), state("added", "9"))
+    assert not keeps_stored_state(state("deleted", "10", uid="old"), state("added", "9"))
+
+
+def test_the_identity_of_a_state_is_read_from_its_object() -> None:
+    event = observed_event("deleted", sandbox("a", "42"), time=NOW, synthetic=True)
+    assert state_identity(event) == ChangeEventId(
+        "0b8c5a9e-1111-4c2e-9d6f-2a7d3c1e5f00", "42", "deleted"
+    )
+
+
+def test_a_stale_leaders_last_event_does_not_repair_a_newer_state_table_entry() -> None:
+    """Leader A wrote rv 10 to both streams; stale leader B's rv 9 landed after it in the log
+    only (the state table refused it). The log's newest event is B's; the state table wins."""
+    newer = stored("modified", "u", "10", seq=3, event_seq=2)
+    stale = stored("modified", "u", "9", seq=4)
+    recovered = recover({KEY: newer}, {KEY: stale})
+    assert recovered.repairs == []
+    assert recovered.view == {KEY: Seen("u", "10")}
+    assert recovered.seqs[KEY] == Seqs(event=4, state=3)

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from events.envelope import ObjectKey
 from services.runtime.cancellation import honour_lost_cancellation, stop_tasks, supervise
-from services.watcher.election import LeaseElector
-from services.watcher.lease import LeaseTimings
+from services.runtime.election import LeaseElector
+from services.runtime.lease import LeaseTimings
 
 
 class Worker:
@@ -92,7 +93,7 @@ async def test_a_task_that_never_stops_is_reported_and_not_waited_for_beyond_the
     await asyncio.sleep(0)
 
     started = time.monotonic()
-    with caplog.at_level(logging.ERROR, logger="services.watcher.cancellation"):
+    with caplog.at_level(logging.ERROR, logger="services.runtime.cancellation"):
         await stop_tasks([task], bound=0.3, patience=0.05)
     took = time.monotonic() - started
 
@@ -169,7 +170,7 @@ class _HangingKube:
         self.reading = asyncio.Event()
         self.worker = Worker(lose=1)
 
-    async def get(self, path: str) -> dict[str, Any]:
+    async def get(self, key: ObjectKey) -> dict[str, Any]:
         self.reading.set()
         await self.worker.run()
         raise AssertionError("unreachable")

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from api.openapi import Cause, StructuralSchema, invalid_message, is_date_time, schema_problems
+from services.devcluster.structural import (
+    Cause,
+    StructuralSchema,
+    invalid_message,
+    is_date_time,
+    schema_problems,
+)
 
 
 def obj_schema(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """What a Kubernetes API server does to a custom resource with a structural schema: defaulting,
 pruning and validation, as pure functions over the plain JSON objects of a request.
 
-The development cluster imports this to answer a create or update exactly as kube-apiserver
+The development cluster's custom-resource strategy (:mod:`.strategy`, through
+:func:`~.strategy.load_schema`) uses this to answer a create or update exactly as kube-apiserver
 would: the same fields dropped, the same defaults filled in, the same 422 causes with the same
 wording, because controllers and SDKs branch on those causes and tests compare them. The rules
 are those of ``k8s.io/apiextensions-apiserver`` (structuraldefaulting, structuralpruning,
@@ -28,7 +29,8 @@ body without the field (``Invalid value: -1: spec.replicas in body should be gre
 equal to 0``); :attr:`Cause.error` is the full ``field: message`` line, and
 :func:`invalid_message` builds the ``Status.message`` of the whole 422.
 
-All functions return new objects; the input is never modified.
+All functions return new objects; the input is never modified. The JSON type names come from
+:func:`api.meta.json_type`, which the CRD generator uses too, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from typing import Any, Final
 
 import msgspec
 
+from api.meta import json_type
+
 __all__ = [
     "DUPLICATE",
     "INVALID",
@@ -59,7 +63,6 @@ __all__ = [
     "StructuralSchema",
     "invalid_message",
     "is_date_time",
-    "json_type",
     "schema_problems",
 ]
 
@@ -854,25 +857,6 @@ def _supported_format(schema: Schema) -> str:
 
 
 # --- Go's ways of printing values ----------------------------------------------------------------
-
-
-def json_type(value: Any) -> str:
-    """The JSON Schema type name of a decoded JSON value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _is_number(value: Any) -> bool:

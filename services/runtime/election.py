@@ -1,11 +1,24 @@
-"""The Lease loop of one watcher replica: acquire, renew, notice the loss, release on stop.
+"""The Lease loop of one replica: acquire, renew, notice the loss, release on stop.
 
-The decisions are in :mod:`services.watcher.lease`; this is the loop that reads and writes the
-Lease once per retry period and keeps :meth:`LeaseElector.is_leader` true exactly as long as the
-last successful renewal allows. A leader that cannot renew (API server unreachable, a Conflict
-because someone else took the Lease) stops counting itself leader when its renew deadline
-passes, whatever the loop is doing at that moment: :meth:`is_leader` reads the clock, it is not
-a flag that a stuck request could fail to clear.
+For any service of which one replica must be active at a time. The decisions are in
+:mod:`services.runtime.lease`; this is the loop that reads and writes the Lease once per retry
+period and keeps :meth:`LeaseElector.is_leader` true exactly as long as the last successful
+renewal allows. A leader that cannot renew (API server unreachable, a Conflict because someone
+else took the Lease) stops counting itself leader when its renew deadline passes, whatever the
+loop is doing at that moment: :meth:`~LeaseElector.is_leader` reads the clock, it is not a flag
+that a stuck request could fail to clear.
+
+Use::
+
+    async with LeaseElector(kube, namespace=ns, name="sandbus-sandbox", identity=pod) as lease:
+        while True:
+            await lease.wait_leading()
+            ...  # act while lease.is_leader(); lease.wait_lost() returns when that ends
+
+Leaving the block stops the loop and releases the Lease if this replica holds it. A service
+that keeps state on the Lease passes ``annotations``, called at every renewal and at the
+release, and reads its predecessor's in :attr:`LeaseElector.inherited_annotations` once it
+leads (the watcher keeps its event-log low-water mark there).
 """
 
 from __future__ import annotations
@@ -14,19 +27,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
+from events.envelope import ObjectKey
 from services.runtime.cancellation import stop_tasks
-from services.watcher.kubeapi import CONNECTION_ERRORS, KubeApi, KubeApiError
-from services.watcher.lease import (
+from services.runtime.kube import KubeApi, KubeError
+from services.runtime.lease import (
     LeaseTimings,
     Observation,
     acquired_lease,
+    annotations_of,
     holder_of,
     leader_until,
-    low_water_of,
     next_action,
     observe,
     released_lease,
@@ -35,19 +50,19 @@ from services.watcher.lease import (
 
 __all__ = ["LeaseElector"]
 
-_RELEASE_FAILURES: tuple[type[BaseException], ...] = (
-    KubeApiError,
-    TimeoutError,
-    *CONNECTION_ERRORS,
-)
-
 _RELEASE_PATIENCE = 5.0
 """Seconds a stopping leader waits for the API server to accept the released Lease."""
 
 log = logging.getLogger(__name__)
 
 
+def _no_annotations() -> Mapping[str, str]:
+    return {}
+
+
 class LeaseElector:
+    """One replica's side of the election for the Lease ``namespace/name``."""
+
     def __init__(
         self,
         kube: KubeApi,
@@ -55,37 +70,39 @@ class LeaseElector:
         namespace: str,
         name: str,
         identity: str,
-        timings: LeaseTimings,
+        timings: LeaseTimings | None = None,
+        annotations: Callable[[], Mapping[str, str]] = _no_annotations,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
         self.namespace = namespace
         self.name = name
         self.identity = identity
-        self.timings = timings
+        self.timings = timings or LeaseTimings()
+        self.annotations = annotations
+        """What each renewal and the release record on the Lease (other keys are kept)."""
         self._clock = clock
-        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-        self._path = f"{self._collection}/{name}"
+        self._key = ObjectKey("Lease", namespace, name)
         self._lease: dict[str, Any] | None = None
         self._observation: Observation | None = None
         self._leading_until = 0.0
         self._changed = asyncio.Event()
-        self.low_water: Callable[[], int | None] = lambda: None
-        """Set by the leader's session: the mark each renewal records."""
-        self.inherited_low_water: int | None = None
-        """The mark found on the Lease when this replica took it."""
+        self._entered: contextlib.AbstractAsyncContextManager[LeaseElector] | None = None
+        self.inherited_annotations: dict[str, str] = {}
+        """The annotations on the Lease when this replica last acquired it: its predecessor's."""
         self.transitions = 0
         """How many times this replica became leader."""
         self.standing_by_for: str | None = None
         """The holder this replica last found on the Lease while not leading (None: it leads,
         or has not read the Lease yet)."""
 
-    # -- what the rest of the watcher asks --------------------------------------------------
+    # -- what the service asks --------------------------------------------------------------
 
     def is_leader(self) -> bool:
         return self._clock() < self._leading_until
 
     async def wait_leading(self) -> None:
+        """Return once this replica leads (at once if it does)."""
         while not self.is_leader():
             self._changed.clear()
             await self._changed.wait()
@@ -117,25 +134,37 @@ class LeaseElector:
             finally:
                 await self._release()
 
+    async def __aenter__(self) -> LeaseElector:
+        if self._entered is not None:
+            raise RuntimeError(f"the election for lease {self.name} is already running")
+        self._entered = self.running()
+        return await self._entered.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        entered, self._entered = self._entered, None
+        assert entered is not None
+        return await entered.__aexit__(exc_type, exc, traceback)
+
     async def _loop(self) -> None:
         while True:
             try:
                 await self._step()
             except asyncio.CancelledError:
                 raise
-            except KubeApiError as error:
+            except KubeError as error:
                 # 409: another replica wrote the Lease first; read it again next round.
                 log.log(
                     logging.DEBUG if error.status == 409 else logging.WARNING,
-                    "lease %s/%s: %s",
+                    "lease %s/%s: %s%s",
                     self.namespace,
                     self.name,
+                    "API server unreachable: " if error.unanswered else "",
                     error,
-                )
-                self._lease = None
-            except CONNECTION_ERRORS as error:
-                log.warning(
-                    "lease %s/%s: API server unreachable: %r", self.namespace, self.name, error
                 )
                 self._lease = None
             except Exception:
@@ -150,13 +179,10 @@ class LeaseElector:
         held = self._lease if self.is_leader() else None
         if held is not None and holder_of(held) == self.identity:
             # Renew straight from our last write: its resourceVersion is the precondition.
-            self._won(
-                started,
-                await self._kube.replace(
-                    self._path, renewed_lease(held, now=now, low_water=self.low_water())
-                ),
-                renewal=True,
+            written = await self._kube.replace(
+                renewed_lease(held, now=now, annotations=self.annotations())
             )
+            self._won(started, written, renewal=True)
             return
         lease = await self._read()
         if lease is not None:
@@ -168,14 +194,14 @@ class LeaseElector:
             return
         if action == "renew":
             # The Lease names us but we do not lead: a previous run of this replica (same
-            # identity) held it. Taking it back is an acquisition, with that run's mark.
+            # identity) held it. Taking it back is an acquisition, with that run's state.
             assert lease is not None
             renewal = self.is_leader()
             written = await self._kube.replace(
-                self._path, renewed_lease(lease, now=now, low_water=self.low_water())
+                renewed_lease(lease, now=now, annotations=self.annotations())
             )
             if not renewal:
-                self.inherited_low_water = low_water_of(lease)
+                self.inherited_annotations = annotations_of(lease)
             self._won(started, written, renewal=renewal)
             return
         body = acquired_lease(
@@ -187,17 +213,17 @@ class LeaseElector:
             timings=self.timings,
         )
         if action == "create":
-            written = await self._kube.create(self._collection, body)
+            written = await self._kube.create(body)
         else:
-            written = await self._kube.replace(self._path, body)
-        self.inherited_low_water = low_water_of(lease)
+            written = await self._kube.replace(body)
+        self.inherited_annotations = annotations_of(lease)
         self._won(started, written, renewal=False)
 
     async def _read(self) -> dict[str, Any] | None:
         try:
-            return await self._kube.get(self._path)
-        except KubeApiError as error:
-            if error.status == 404:
+            return await self._kube.get(self._key)
+        except KubeError as error:
+            if error.not_found:
                 return None
             raise
 
@@ -237,11 +263,11 @@ class LeaseElector:
             return
         self._leading_until = 0.0
         self._changed.set()
-        body = released_lease(lease, now=datetime.now(UTC), low_water=self.low_water())
         try:
+            body = released_lease(lease, now=datetime.now(UTC), annotations=self.annotations())
             # A stop has the Pod's grace period; a slow API server should not cost the handover.
             async with asyncio.timeout(max(self.timings.retry_period * 2, _RELEASE_PATIENCE)):
-                await self._kube.replace(self._path, body)
+                await self._kube.replace(body)
             log.info("%s released %s/%s", self.identity, self.namespace, self.name)
-        except _RELEASE_FAILURES as error:
+        except (KubeError, TimeoutError) as error:
             log.warning("releasing lease %s/%s failed: %r", self.namespace, self.name, error)

@@ -1,4 +1,7 @@
-"""Leader-election decisions: who creates, renews, takes over or waits, and the Lease bodies."""
+"""Leader-election decisions: who creates, renews, takes over or waits, and the Lease bodies.
+
+The annotations are the service's own state on the Lease; the watcher's low-water mark is the
+one example (tests/unit/watcher/test_lease_mark.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +10,13 @@ from typing import Any
 
 import pytest
 
-from services.watcher.lease import (
-    LOW_WATER_ANNOTATION,
+from services.runtime.lease import (
     LeaseTimings,
     Observation,
     acquired_lease,
+    annotations_of,
     holder_of,
     leader_until,
-    low_water_of,
     next_action,
     observe,
     released_lease,
@@ -30,7 +32,7 @@ def lease(holder: str, rv: str = "7", duration: int = 5, **annotations: str) -> 
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {
-            "name": "sandbus-watcher",
+            "name": "sandbus-test",
             "namespace": "default",
             "resourceVersion": rv,
             "annotations": dict(annotations),
@@ -87,11 +89,11 @@ def test_timings_scale_like_client_go() -> None:
     assert LeaseTimings.for_duration(15.0) == LeaseTimings(15.0, 10.5, 3.0)
 
 
-def test_taking_over_counts_a_transition_and_keeps_the_predecessors_mark() -> None:
+def test_taking_over_counts_a_transition_and_keeps_the_predecessors_annotations() -> None:
     body = acquired_lease(
-        lease("other", **{LOW_WATER_ANNOTATION: "41"}),
+        lease("other", mark="41"),
         namespace="default",
-        name="sandbus-watcher",
+        name="sandbus-test",
         identity="me",
         now=NOW,
         timings=TIMINGS,
@@ -100,7 +102,7 @@ def test_taking_over_counts_a_transition_and_keeps_the_predecessors_mark() -> No
     assert body["spec"]["leaseTransitions"] == 3
     assert body["spec"]["acquireTime"] == body["spec"]["renewTime"] == "2026-05-04T10:03:01.002000Z"
     assert body["metadata"]["resourceVersion"] == "7"  # the precondition of the PUT
-    assert low_water_of(body) == 41
+    assert annotations_of(body) == {"mark": "41"}
 
 
 def test_creating_the_lease() -> None:
@@ -110,26 +112,22 @@ def test_creating_the_lease() -> None:
     assert body["spec"]["leaseDurationSeconds"] == 5
 
 
-def test_a_renewal_records_the_current_mark_and_keeps_the_rest() -> None:
-    body = renewed_lease(lease("me", team="x"), now=NOW, low_water=99)
-    assert low_water_of(body) == 99
-    assert body["metadata"]["annotations"]["team"] == "x"
+def test_a_renewal_records_the_current_annotations_and_keeps_the_rest() -> None:
+    body = renewed_lease(lease("me", team="x"), now=NOW, annotations={"mark": "99"})
+    assert annotations_of(body) == {"team": "x", "mark": "99"}
     assert body["spec"]["renewTime"] == "2026-05-04T10:03:01.002000Z"
-    assert (
-        renewed_lease(lease("me", **{LOW_WATER_ANNOTATION: "5"}), now=NOW, low_water=None)[
-            "metadata"
-        ]["annotations"][LOW_WATER_ANNOTATION]
-        == "5"
-    )
+    assert annotations_of(renewed_lease(lease("me", mark="5"), now=NOW)) == {"mark": "5"}
 
 
 def test_a_release_empties_the_holder() -> None:
-    body = released_lease(lease("me"), now=NOW, low_water=12)
+    body = released_lease(lease("me"), now=NOW, annotations={"mark": "12"})
     assert holder_of(body) == ""
     assert body["spec"]["leaseDurationSeconds"] == 1
-    assert low_water_of(body) == 12
+    assert annotations_of(body) == {"mark": "12"}
 
 
-@pytest.mark.parametrize("value", ["", "0", "-3", "x", "1.5"])
-def test_an_invalid_mark_is_no_mark(value: str) -> None:
-    assert low_water_of(lease("x", **{LOW_WATER_ANNOTATION: value})) is None
+def test_annotations_that_are_not_strings_are_not_read() -> None:
+    body = lease("x")
+    body["metadata"]["annotations"] = {"a": "1", "b": 2, "c": None}
+    assert annotations_of(body) == {"a": "1"}
+    assert annotations_of(None) == {}

@@ -1,7 +1,8 @@
 """Leader election through a ``coordination.k8s.io/v1`` Lease: the decisions, without I/O.
 
-Two or more watcher replicas run; one publishes. They agree through one Lease object, the way
-client-go's ``leaderelection`` does, so ``kubectl get lease`` shows who leads:
+For any service of which one replica must be active at a time (the watcher, and a worker run
+with standbys). The replicas agree through one Lease object, the way client-go's
+``leaderelection`` does, so ``kubectl get lease`` shows who leads:
 
 - Every replica reads the Lease once per retry period. A replica that does not hold it keeps
   the Lease's ``resourceVersion`` and *its own* monotonic time of when that version was first
@@ -14,15 +15,15 @@ client-go's ``leaderelection`` does, so ``kubectl get lease`` shows who leads:
 - The holder renews every retry period and counts itself leader only until ``renew_deadline``
   after the *start* of its last successful renewal (:func:`leader_until`). The deadline is
   shorter than the lease duration, and a standby's clock starts no earlier than that renewal
-  was sent, so the old leader has stopped publishing at least ``duration - renew_deadline``
+  was sent, so the old leader has stopped acting at least ``duration - renew_deadline``
   before anybody can take over.
 - A replica that stops cleanly releases the Lease (empty holder, duration 1 s), so its standby
   takes over within one retry period instead of a whole lease duration.
 
-The Lease also carries one more piece of state, in an annotation: the event log's *low-water
-mark* (see :mod:`services.watcher.recovery`), the sequence below which every event the leader
-published has reached the state table. A new leader reads it from the Lease it takes over, to
-know where in the event log to look for events whose state-table write was cut off.
+A service may keep a little state of its own on the Lease, in annotations: each renewal and
+the release write the holder's current ones (``annotations``; keys it does not name are kept
+as they are), and a takeover keeps the predecessor's untouched, for the new leader to read
+(:func:`annotations_of`). The watcher records its event-log low-water mark so.
 """
 
 from __future__ import annotations
@@ -33,22 +34,19 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 __all__ = [
-    "LOW_WATER_ANNOTATION",
     "LeaseAction",
     "LeaseTimings",
     "Observation",
     "acquired_lease",
+    "annotations_of",
     "holder_of",
     "leader_until",
-    "low_water_of",
     "micro_time",
     "next_action",
     "observe",
     "released_lease",
     "renewed_lease",
 ]
-
-LOW_WATER_ANNOTATION = "watcher.sandbus.io/event-log-low-water"
 
 LeaseAction = Literal["create", "renew", "take_over", "wait"]
 
@@ -104,20 +102,17 @@ def holder_of(lease: Mapping[str, Any] | None) -> str:
     return holder if isinstance(holder, str) else ""
 
 
+def annotations_of(lease: Mapping[str, Any] | None) -> dict[str, str]:
+    """The Lease's annotations (those with string values)."""
+    annotations = _metadata(lease).get("annotations")
+    if not isinstance(annotations, Mapping):
+        return {}
+    return {k: v for k, v in annotations.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def _duration_of(lease: Mapping[str, Any], default: float) -> float:
     duration = _spec(lease).get("leaseDurationSeconds")
     return float(duration) if isinstance(duration, int | float) and duration > 0 else default
-
-
-def low_water_of(lease: Mapping[str, Any] | None) -> int | None:
-    """The low-water mark the last leader recorded, if it recorded a valid one."""
-    annotations = _metadata(lease).get("annotations")
-    if not isinstance(annotations, Mapping):
-        return None
-    value = annotations.get(LOW_WATER_ANNOTATION)
-    if isinstance(value, str) and value.isdigit() and int(value) >= 1:
-        return int(value)
-    return None
 
 
 def observe(previous: Observation | None, lease: Mapping[str, Any], now: float) -> Observation:
@@ -155,12 +150,12 @@ def leader_until(renewal_started: float, timings: LeaseTimings) -> float:
     return renewal_started + timings.renew_deadline
 
 
-def _with_annotation(metadata: Mapping[str, Any], low_water: int | None) -> dict[str, Any]:
+def _with_annotations(
+    metadata: Mapping[str, Any], annotations: Mapping[str, str]
+) -> dict[str, Any]:
     result = dict(metadata)
-    if low_water is not None:
-        annotations = dict(result.get("annotations") or {})
-        annotations[LOW_WATER_ANNOTATION] = str(low_water)
-        result["annotations"] = annotations
+    if annotations:
+        result["annotations"] = {**(result.get("annotations") or {}), **annotations}
     return result
 
 
@@ -175,8 +170,8 @@ def acquired_lease(
 ) -> dict[str, Any]:
     """The body that creates the Lease, or takes ``lease`` over, for ``identity``.
 
-    The low-water annotation of a taken-over Lease is kept as it is: the new leader has not
-    recovered yet, so the old leader's mark is still the one that is true.
+    The annotations of a taken-over Lease are kept as they are: they are the predecessor's
+    state, for the new leader to read, and it has not made any of its own yet.
     """
     stamp = micro_time(now)
     if lease is None:
@@ -201,11 +196,11 @@ def acquired_lease(
 
 
 def renewed_lease(
-    lease: Mapping[str, Any], *, now: datetime, low_water: int | None
+    lease: Mapping[str, Any], *, now: datetime, annotations: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """``lease`` renewed by its holder, recording the holder's current low-water mark."""
+    """``lease`` renewed by its holder, recording the holder's current ``annotations``."""
     body = dict(lease)
-    body["metadata"] = _with_annotation(_metadata(lease), low_water)
+    body["metadata"] = _with_annotations(_metadata(lease), annotations or {})
     spec = dict(_spec(lease))
     spec["renewTime"] = micro_time(now)
     body["spec"] = spec
@@ -213,10 +208,10 @@ def renewed_lease(
 
 
 def released_lease(
-    lease: Mapping[str, Any], *, now: datetime, low_water: int | None
+    lease: Mapping[str, Any], *, now: datetime, annotations: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """``lease`` given up by its holder on a clean stop, so a standby takes it at once."""
-    body = renewed_lease(lease, now=now, low_water=low_water)
+    body = renewed_lease(lease, now=now, annotations=annotations)
     spec = dict(body["spec"])
     spec["holderIdentity"] = ""
     spec["leaseDurationSeconds"] = 1

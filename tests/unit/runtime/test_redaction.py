@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.watcher.service import redacted
+from services.runtime.connection import redacted
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,198 @@
+"""A Pod's life as stages read off the object, and the planner that moves it to the next one.
+
+:func:`observe_stage` reads which stage a Pod is in from the object alone: ``unbound``,
+``bound``, ``creating``, ``running:<restarts>``, ``ready:<restarts>``, ``backoff:<restarts>``,
+``image-pull-error``, ``image-pull-backoff``, ``deleting`` (and ``deleting-unbound``, which
+needs no kubelet), ``terminal``, or ``foreign`` for a Pod on a node this kubelet does not run or
+for another scheduler. Nothing but the object says where a Pod is, so a restarted shell,
+a relist or a write by someone else cannot put the simulation out of step with what the API
+shows.
+
+What the shell remembers is only *when* it first saw the current stage (:class:`StageMemory`),
+because the delays run from there: :func:`plan_pod` returns the write that moves the Pod on
+once the stage's delay has passed, or no write and how long to wait (:class:`Decision`). A
+status write carries the resourceVersion it was planned from, so a plan made from a stale
+version is refused by the server and made again from the next one. The delays, all scaled by
+``time_scale``:
+
+- unbound → bound after ``schedule_delay`` (:mod:`.scheduling` picks the node);
+- bound → creating at once (Pending, ContainerCreating or PodInitializing);
+- creating → running after ``start_delay``, with the pod IP allocated here; under
+  ``image-pull`` the pull fails instead, backs off after ``image_pull_backoff_delay`` and
+  stays so;
+- running → ready after the first container's ``readinessProbe.initialDelaySeconds``, or
+  ``pod_ready_delay`` without one; under ``crash`` and ``exit-*`` the containers end after
+  ``run_duration`` instead, and those the ``restartPolicy`` restarts wait in CrashLoopBackOff
+  for :func:`~.statuses.crash_backoff`;
+- deleting → terminal after ``termination_delay`` (or the grace period, if shorter), and a
+  terminal Pod marked for deletion is deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from services.devcluster.kubelet.actions import Action, DeletePod, Instant, PatchStatus
+from services.devcluster.kubelet.config import KubeletConfig, failure_mode
+from services.devcluster.kubelet.nodes import ClusterView, allocate_pod_ip
+from services.devcluster.kubelet.scheduling import DEFAULT_SCHEDULER, schedule
+from services.devcluster.kubelet.statuses import (
+    container_statuses,
+    containers,
+    crash_backoff,
+    exited_status,
+    pending_status,
+    pull_backoff_status,
+    pull_failed_status,
+    ready_status,
+    restarted_status,
+    started_status,
+    terminated_status,
+)
+
+__all__ = ["Decision", "StageMemory", "observe_stage", "plan_pod"]
+
+Json = dict[str, Any]
+
+# Timers fire a hair early or late; a wake-up this close to its deadline counts as on time.
+_TIME_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """What the kubelet remembers about a pod: the stage it last saw and when it first saw it."""
+
+    stage: str
+    since: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...] = ()
+    memory: StageMemory | None = None
+    wake_after: float | None = None  # seconds from now; None: only a new event wakes it
+
+
+def observe_stage(pod: Json, view: ClusterView) -> str:
+    """Which stage of its life the pod is in, read from the object alone."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    metadata = pod.get("metadata") or {}
+    node = spec.get("nodeName")
+    if node and view.node(node) is None:
+        return "foreign"  # bound to a node this kubelet does not run
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return "terminal"
+    if metadata.get("deletionTimestamp"):
+        return "deleting" if node else "deleting-unbound"
+    if not node:
+        if (spec.get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
+            return "foreign"
+        return "unbound"
+    statuses = container_statuses(pod)
+    if not statuses:
+        return "bound"
+    states = [s.get("state") or {} for s in statuses]
+    reasons = {(state.get("waiting") or {}).get("reason") for state in states if "waiting" in state}
+    if "CrashLoopBackOff" in reasons:
+        restarts = max(int(s.get("restartCount", 0)) for s in statuses)
+        return f"backoff:{restarts}"
+    if "ErrImagePull" in reasons:
+        return "image-pull-error"
+    if "ImagePullBackOff" in reasons:
+        return "image-pull-backoff"
+    if all("running" in state for state in states):
+        restarts = max(int(s.get("restartCount", 0)) for s in statuses)
+        if all(s.get("ready") for s in statuses):
+            return f"ready:{restarts}"
+        return f"running:{restarts}"
+    return "creating"
+
+
+def _ready_delay(pod: Json, config: KubeletConfig) -> float:
+    declared = containers(pod)
+    probe = declared[0].get("readinessProbe") if declared else None
+    if isinstance(probe, dict) and "initialDelaySeconds" in probe:
+        return float(probe.get("initialDelaySeconds") or 0)
+    return config.pod_ready_delay
+
+
+def plan_pod(
+    pod: Json,
+    memory: StageMemory | None,
+    at: Instant,
+    config: KubeletConfig,
+    view: ClusterView,
+) -> Decision:
+    """What the scheduler and kubelet do about ``pod`` now, and when to look at it again."""
+    stage = observe_stage(pod, view)
+    if memory is None or memory.stage != stage:
+        memory = StageMemory(stage, at.monotonic)
+    elapsed = at.monotonic - memory.since
+    rv = str((pod.get("metadata") or {}).get("resourceVersion") or "")
+    uid = str((pod.get("metadata") or {}).get("uid") or "")
+    now = at.wall
+    mode = failure_mode(pod, config)
+
+    def after(delay: float, *actions: Action) -> Decision:
+        remaining = config.scaled(delay) - elapsed
+        if remaining > _TIME_TOLERANCE:
+            return Decision((), memory, remaining)
+        return Decision(tuple(actions), memory, None)
+
+    def patch(status: Json, pod_ip: str | None = None) -> PatchStatus:
+        return PatchStatus(status, rv, pod_ip)
+
+    if stage in ("foreign", "deleting-unbound"):
+        return Decision((), memory)
+    if stage == "terminal":
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return Decision((DeletePod(uid),), memory)
+        return Decision((), memory)
+    if stage == "deleting":
+        grace = (pod.get("metadata") or {}).get("deletionGracePeriodSeconds")
+        delay = config.termination_delay
+        if grace is not None:
+            delay = min(float(grace), delay)
+        return after(delay, patch(terminated_status(pod, now)))
+
+    if stage == "unbound":
+        action = schedule(pod, view, injected=mode == "unschedulable", now=now)
+        if action is None:
+            return Decision((), memory)  # already marked Unschedulable: wait for room
+        return after(config.schedule_delay, action)
+
+    node_info = view.node(str((pod.get("spec") or {}).get("nodeName")))
+    assert node_info is not None  # observe_stage returned "foreign" otherwise
+    if stage == "bound":
+        return Decision((patch(pending_status(pod, node_info.ip, now)),), memory)
+    if stage == "creating":
+        if mode == "image-pull":
+            return after(config.start_delay, patch(pull_failed_status(pod)))
+        ip = (pod.get("status") or {}).get("podIP") or allocate_pod_ip(
+            node_info.index, view.ips_in_use.get(node_info.name, frozenset())
+        )
+        if ip is None:
+            return Decision((), memory)  # the node's CIDR is full: stay ContainerCreating
+        return after(config.start_delay, patch(started_status(pod, config, now, ip), pod_ip=ip))
+    if stage == "image-pull-error":
+        return after(config.image_pull_backoff_delay, patch(pull_backoff_status(pod)))
+    if stage == "image-pull-backoff":
+        return Decision((), memory)
+    if stage.startswith("backoff:"):
+        restarts = int(stage.split(":", 1)[1])
+        return after(crash_backoff(config, restarts), patch(restarted_status(pod, config, now)))
+    if stage.startswith("running:"):
+        if mode in ("crash", "exit-1"):
+            return after(config.run_duration, patch(exited_status(pod, config, now, 1)))
+        if mode == "exit-0":
+            return after(config.run_duration, patch(exited_status(pod, config, now, 0)))
+        if mode == "never-ready":
+            return Decision((), memory)
+        return after(_ready_delay(pod, config), patch(ready_status(pod, config, now)))
+    if stage.startswith("ready:") and mode in ("crash", "exit-0", "exit-1"):
+        # A failure injected after the pod became ready (e.g. an annotation added later).
+        code = 0 if mode == "exit-0" else 1
+        return after(config.run_duration, patch(exited_status(pod, config, now, code)))
+    return Decision((), memory)

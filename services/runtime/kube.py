@@ -1,0 +1,511 @@
+"""The one Kubernetes client of sandbus: plain JSON in and out, through kubernetes_asyncio's
+``ApiClient``, for the workers' writes, the watcher's lists and watches, and the Lease.
+
+Why not the generated per-kind APIs and models. The objects travel as JSON dicts everywhere
+else (events, cache, planners), and the event log must carry an object *as the API server sent
+it*: the typed models (``V1Pod``...) drop every field the client version does not know and
+turn timestamps into datetimes. The generated deserializer is also slow. So the ``ApiClient``
+does only what it is good at (kubeconfig, TLS, tokens) and every call here reads the raw body
+and decodes it with msgspec. The generated ``patch_*`` methods send a dict as json-patch
+(custom objects) or strategic-merge-patch (built-in kinds); :meth:`KubeApi.patch` always sends
+a JSON merge patch, which every kind accepts. And ``watch.Watch`` hides the cases the watcher
+must tell apart (spec/kube-standin.md §3): it swallows a clean end by reconnecting with a stale
+resourceVersion, retries a 410 once with the same stale version, and lets an aborted stream
+escape as ``aiohttp.ClientPayloadError``; :meth:`KubeApi.watch` reads the lines itself.
+
+One exception type. Every call raises :class:`KubeError` and nothing else, so a caller
+handles exactly one type:
+
+=================================================  =========================================
+the API server answered with a failure status      ``status`` the HTTP code, ``reason`` and
+(or an ERROR watch event)                          ``message`` from its Status (NotFound,
+                                                   AlreadyExists, Conflict, Invalid...);
+                                                   :class:`Expired` for 410 Gone
+no answer: connection refused or reset, the        ``status`` 0, ``reason`` ``Unreachable``
+server disconnected, DNS, TLS (any
+``aiohttp.ClientError`` or ``OSError``)
+no answer within the request timeout               ``status`` 0, ``reason`` ``Timeout``
+a watch stream that broke mid-way, or stalled      :class:`StreamBroken`, :class:`StreamStalled`
+                                                   (``status`` 0)
+=================================================  =========================================
+
+Timeouts. Every request is bounded by ``request_timeout`` (30 s unless told), the wait for a
+token included. A watch is bounded only until its response starts (connect and headers); the
+stream then lives for minutes, and the caller's inactivity limit
+(:meth:`WatchStream.next_event`) catches one that went silent.
+
+:data:`RESOURCES` maps a kind to its REST resource: the one table of the kinds sandbus reads
+and writes (the watcher's selection of what it watches is built on it,
+:mod:`services.watcher.resources`). Kinds are unique across the groups we use, except
+``Event``, which here always means ``events.k8s.io/v1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import quote
+
+import aiohttp
+import msgspec
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from api.kinds import ALL_KINDS
+from events.envelope import ObjectKey
+
+__all__ = [
+    "DEFAULT_REQUEST_TIMEOUT",
+    "MERGE_PATCH",
+    "RESOURCES",
+    "Expired",
+    "KubeApi",
+    "KubeError",
+    "Resource",
+    "StreamBroken",
+    "StreamStalled",
+    "WatchStream",
+    "resource_for",
+]
+
+Json = dict[str, Any]
+
+MERGE_PATCH: Final = "application/merge-patch+json"
+JSON: Final = "application/json"
+DEFAULT_REQUEST_TIMEOUT: Final = 30.0
+"""Seconds any request may take, from sending it to the last byte of the answer."""
+
+_AUTH: Final = ["BearerToken"]
+_MAX_LINE: Final = 64 << 20
+"""A watch line holds one object: etcd caps those at 1.5 MB, so 64 MB means a broken stream."""
+_SHOWN: Final = 300
+"""Characters of an unexpected answer quoted in an error message."""
+
+
+# --- resources ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: where the objects of one kind live."""
+
+    group: str
+    """``""`` for the core API group."""
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        """The path of one object (``name``), or of the collection in ``namespace``, or, with
+        neither namespace nor name, of the collection across all namespaces."""
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        parts = [root]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(quote(name, safe=""))
+            if subresource:
+                parts.append(subresource)
+        return "/".join(parts)
+
+
+RESOURCES: Final[Mapping[str, Resource]] = {
+    "Pod": Resource("", "v1", "pods"),
+    "Service": Resource("", "v1", "services"),
+    "PersistentVolumeClaim": Resource("", "v1", "persistentvolumeclaims"),
+    "ConfigMap": Resource("", "v1", "configmaps"),
+    "Secret": Resource("", "v1", "secrets"),
+    "Event": Resource("events.k8s.io", "v1", "events"),
+    "NetworkPolicy": Resource("networking.k8s.io", "v1", "networkpolicies"),
+    "Job": Resource("batch", "v1", "jobs"),
+    "Lease": Resource("coordination.k8s.io", "v1", "leases"),
+    **{
+        kind.KIND.kind: Resource(kind.KIND.group, kind.KIND.version, kind.KIND.plural)
+        for kind in ALL_KINDS
+    },
+}
+
+
+def resource_for(kind: str) -> Resource:
+    try:
+        return RESOURCES[kind]
+    except KeyError:
+        raise KubeError(0, "UnknownKind", f"sandbus does not know the resource of {kind}") from None
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+class KubeError(Exception):
+    """A request the API server refused, or one that got no answer (``status`` 0)."""
+
+    def __init__(self, status: int, reason: str = "", message: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{reason} ({status}): {message}" if status else f"{reason}: {message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409 and self.reason != "AlreadyExists"
+
+    @property
+    def unanswered(self) -> bool:
+        """No answer from the API server: unreachable, timed out, or a stream that broke."""
+        return self.status == 0
+
+    @classmethod
+    def from_status(
+        cls, status: int, body: Any, *, reason: str = "", raw: bytes = b""
+    ) -> KubeError:
+        """The error for a failure answer: ``body`` is the decoded answer (a ``Status`` when the
+        API server wrote it), ``reason`` the HTTP reason phrase, ``raw`` the undecoded body."""
+        message = ""
+        if isinstance(body, Mapping):
+            reason = str(body.get("reason") or reason)
+            message = str(body.get("message") or "")
+            code = body.get("code")
+            if isinstance(code, int) and code:
+                status = code
+        if not message and raw:
+            message = raw[:_SHOWN].decode("utf-8", "replace")
+        if not reason:
+            with contextlib.suppress(ValueError):
+                reason = http.HTTPStatus(status).phrase
+        error_class = Expired if status == 410 else KubeError
+        return error_class(status, reason, message)
+
+
+class Expired(KubeError):
+    """410 Gone: the resourceVersion is older than the server's history. Relist."""
+
+
+class StreamStalled(KubeError):
+    """A watch delivered nothing, not even a bookmark, for longer than the inactivity limit."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "Timeout", message)
+
+
+class StreamBroken(KubeError):
+    """A watch stream broke mid-way (aborted connection, truncated or garbled line)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "StreamBroken", message)
+
+
+@contextlib.contextmanager
+def _answered(what: str, timeout: float) -> Iterator[None]:
+    """Turn every client-side failure of ``what`` into a :class:`KubeError` with status 0."""
+    try:
+        yield
+    except ApiException as error:  # kubernetes_asyncio refusing to build the request
+        raise KubeError(int(error.status or 0), str(error.reason or "BadRequest"), what) from None
+    except TimeoutError as error:  # also aiohttp's ServerTimeoutError; before OSError, its base
+        raise KubeError(0, "Timeout", f"{what}: no answer within {timeout:g} s") from error
+    except (aiohttp.ClientError, OSError) as error:
+        raise KubeError(0, "Unreachable", f"{what}: {error!r}") from error
+
+
+_decoder = msgspec.json.Decoder()
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return _decoder.decode(raw)
+    except msgspec.DecodeError:
+        return None
+
+
+# --- watch streams -----------------------------------------------------------------------
+
+
+class WatchStream:
+    """The lines of one watch response."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self._buffer = bytearray()
+        self._eof = False
+
+    async def _read_line(self) -> bytes | None:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                return line
+            if self._eof:
+                if self._buffer.strip():
+                    raise StreamBroken("the watch stream ended in the middle of a line")
+                return None
+            if len(self._buffer) > _MAX_LINE:
+                raise StreamBroken(f"a watch line exceeded {_MAX_LINE} bytes")
+            try:
+                chunk = await self._response.content.readany()
+            except (aiohttp.ClientError, OSError) as error:
+                raise StreamBroken(f"the watch stream broke: {error!r}") from error
+            if not chunk:
+                self._eof = True
+            else:
+                self._buffer += chunk
+
+    async def next_event(self, inactivity_limit: float) -> dict[str, Any] | None:
+        """The next event (BOOKMARKs included), or None when the server ended the stream."""
+        while True:
+            try:
+                async with asyncio.timeout(inactivity_limit):
+                    line = await self._read_line()
+            except TimeoutError:
+                raise StreamStalled(
+                    f"no watch event or bookmark for {inactivity_limit:g} s"
+                ) from None
+            if line is None:
+                return None
+            if not line.strip():
+                continue
+            event = _decode(line)
+            if not isinstance(event, dict):
+                raise StreamBroken(f"a watch line is not a JSON object: {line[:200]!r}")
+            event_type = event.get("type")
+            obj = event.get("object")
+            if event_type == "ERROR" or (event_type is None and "code" in event):
+                raise KubeError.from_status(500, obj if event_type == "ERROR" else event)
+            if not isinstance(event_type, str) or not isinstance(obj, dict):
+                raise StreamBroken(f"a watch line has no type or object: {line[:200]!r}")
+            return event
+
+
+# --- the client --------------------------------------------------------------------------
+
+
+class KubeApi:
+    """JSON in, JSON out, for the kinds in :data:`RESOURCES`.
+
+    ``field_manager`` names the writer in ``managedFields`` (sent with every create, patch
+    and replace when set).
+    """
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        field_manager: str | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
+        if request_timeout <= 0:
+            raise ValueError("the request timeout must be positive")
+        self._client = api_client
+        self.field_manager = field_manager
+        self.request_timeout = request_timeout
+
+    # -- transport ----------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None,
+        body: Any,
+        content_type: str,
+        client_timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        response: aiohttp.ClientResponse = await self._client.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params={"Accept": JSON, "Content-Type": content_type},
+            body=body,
+            auth_settings=_AUTH,
+            _preload_content=False,
+            _request_timeout=client_timeout,
+        )
+        return response
+
+    async def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> Json:
+        what = f"{method} {path}"
+        timeout = self.request_timeout
+        with _answered(what, timeout):
+            # asyncio's bound covers what aiohttp's does not (a token refresh before sending).
+            async with asyncio.timeout(timeout):
+                response = await self._send(
+                    method,
+                    path,
+                    query=query,
+                    body=body,
+                    content_type=content_type,
+                    client_timeout=aiohttp.ClientTimeout(total=timeout),
+                )
+                try:
+                    raw = await response.read()
+                finally:
+                    response.release()
+        decoded = _decode(raw)
+        if not 200 <= response.status <= 299:
+            raise KubeError.from_status(
+                response.status, decoded, reason=response.reason or "", raw=raw
+            )
+        if not isinstance(decoded, dict):
+            raise KubeError(
+                response.status, "BadResponse", f"{what} answered {raw[:_SHOWN]!r}, not an object"
+            )
+        return decoded
+
+    def _writing(self) -> list[tuple[str, str]]:
+        return [("fieldManager", self.field_manager)] if self.field_manager else []
+
+    # -- objects ------------------------------------------------------------------------------
+
+    async def get(self, key: ObjectKey) -> Json:
+        path = resource_for(key.kind).path(key.namespace, key.name)
+        return _with_kind(await self._json("GET", path), key.kind)
+
+    async def create(self, body: Json) -> Json:
+        kind = str(body.get("kind") or "")
+        namespace = str((body.get("metadata") or {}).get("namespace") or "")
+        path = resource_for(kind).path(namespace)
+        created = await self._json("POST", path, body=body, query=self._writing())
+        return _with_kind(created, kind)
+
+    async def patch(self, key: ObjectKey, patch: Json, *, subresource: str | None = None) -> Json:
+        """Apply ``patch`` as a JSON merge patch (RFC 7386)."""
+        path = resource_for(key.kind).path(key.namespace, key.name, subresource)
+        patched = await self._json(
+            "PATCH", path, body=patch, content_type=MERGE_PATCH, query=self._writing()
+        )
+        return _with_kind(patched, key.kind)
+
+    async def replace(self, body: Json) -> Json:
+        """PUT ``body``; its ``metadata.resourceVersion``, when set, is the precondition."""
+        kind = str(body.get("kind") or "")
+        metadata = body.get("metadata") or {}
+        path = resource_for(kind).path(str(metadata.get("namespace") or ""), str(metadata["name"]))
+        replaced = await self._json("PUT", path, body=body, query=self._writing())
+        return _with_kind(replaced, kind)
+
+    async def delete(
+        self,
+        key: ObjectKey,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation: str | None = None,
+    ) -> Json:
+        """The API's answer: the object while it is still terminating, else a Status (or, for
+        some kinds, the deleted object without a deletionTimestamp)."""
+        options: Json = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        preconditions = {
+            name: value
+            for name, value in (("uid", uid), ("resourceVersion", resource_version))
+            if value
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
+        if propagation:
+            options["propagationPolicy"] = propagation
+        path = resource_for(key.kind).path(key.namespace, key.name)
+        return await self._json("DELETE", path, body=options)
+
+    async def list(self, kind: str, namespace: str) -> list[Json]:
+        """Every object of ``kind`` in ``namespace`` (``""``: in all of them), in one answer.
+        Workers never list (they read the bus); this is for tools and tests that check what
+        the API server holds."""
+        listing = await self._json("GET", resource_for(kind).path(namespace))
+        return [_with_kind(item, kind) for item in listing.get("items") or ()]
+
+    # -- the watcher's list and watch ---------------------------------------------------------
+
+    async def list_page(
+        self,
+        kind: str,
+        *,
+        limit: int,
+        continue_token: str | None = None,
+        label_selector: str | None = None,
+        namespace: str | None = None,
+    ) -> Json:
+        """One page of a list (cluster-wide unless ``namespace``), as the API server sent it:
+        items of built-in kinds come without ``kind``."""
+        query = [("limit", str(limit))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if continue_token:
+            query.append(("continue", continue_token))
+        return await self._json("GET", resource_for(kind).path(namespace), query=query)
+
+    @contextlib.asynccontextmanager
+    async def watch(
+        self,
+        kind: str,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        label_selector: str | None = None,
+        namespace: str | None = None,
+    ) -> AsyncIterator[WatchStream]:
+        """A watch from ``resource_version`` with bookmarks; the server ends it cleanly after
+        ``timeout_seconds``."""
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        path = resource_for(kind).path(namespace)
+        what = f"watch {path}"
+        bound = self.request_timeout
+        # No total timeout for the stream: only connecting and the response headers are bounded.
+        timeout = aiohttp.ClientTimeout(total=None, connect=bound, sock_connect=bound)
+        with _answered(what, bound):
+            async with asyncio.timeout(bound):
+                response = await self._send(
+                    "GET", path, query=query, body=None, content_type=JSON, client_timeout=timeout
+                )
+        try:
+            if response.status != 200:
+                with _answered(what, bound):
+                    async with asyncio.timeout(bound):
+                        raw = await response.read()
+                raise KubeError.from_status(
+                    response.status, _decode(raw), reason=response.reason or "", raw=raw
+                )
+            yield WatchStream(response)
+        finally:
+            response.close()
+
+
+def _with_kind(obj: Json, kind: str) -> Json:
+    # Built-in kinds answer with apiVersion/kind set, but a caller should not have to care.
+    if kind and not obj.get("kind"):
+        obj["kind"] = kind
+    return obj

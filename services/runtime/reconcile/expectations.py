@@ -1,0 +1,214 @@
+"""Expectations: what a worker's own creates and deletes will do, until the bus shows it.
+
+A worker sees the cluster through the bus, which lags its own writes by the watcher's round
+trip. A pool that counts its members in that view right after creating five would create five
+more (agent-sandbox #1215: a pool over-creating from a stale cache). controller-runtime's
+answer is ``ControllerExpectations``: before acting, the controller records "I expect N
+creates / these deletes" per owner, and counts the objects it expects as existing (or gone)
+until its informer has seen them. This module is that, with two differences that matter:
+
+- **Keyed by owner and uid.** An :class:`Expectations` belongs to one owner incarnation
+  (``owner_uid``); each :class:`Expected` entry names the object by kind, namespace and name
+  (or ``generateName``), and by uid as soon as the API server has answered. A recreated owner
+  starts with none.
+- **On the bus, not in memory.** The worker writes them to its memo stream *before* the
+  writes they cover (write-ahead) and again with the uids once the writes answered, so a
+  worker restarted or failed over in between still knows what it was waiting for. A create
+  whose answer never arrived (the worker died) is matched by name, or for ``generateName`` by
+  an owned object with that prefix created since; anything not seen within ``ttl`` lapses, as
+  upstream's five-minute expectation timeout.
+
+Only the bus-observed state settles an expectation (never the worker's own read-your-writes
+entries): that is the point of having them. All of it is pure: the worker's shell
+(:mod:`.worker`) records and settles; a planner reads :meth:`Expectations.pending`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import msgspec
+
+from services.runtime.cache import Json, ObjectKey, controller_of, key_of, metadata_of
+
+__all__ = [
+    "DEFAULT_TTL",
+    "Expectations",
+    "Expected",
+    "settle",
+]
+
+DEFAULT_TTL = timedelta(minutes=5)
+"""How long an expectation waits for the bus (upstream's ExpectationsTimeout)."""
+
+_CLOCK_SLACK = timedelta(seconds=2)
+"""How much earlier than ``since`` an object's creationTimestamp may be (clocks differ)."""
+
+
+class Expected(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """One object a create will bring, or a delete will take away."""
+
+    verb: Literal["create", "delete"]
+    kind: str
+    namespace: str
+    name: str = ""
+    generate_name: str = ""
+    """For a create with ``generateName`` whose answer has not come back."""
+    uid: str = ""
+    since: datetime
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.kind, self.namespace, self.name)
+
+
+class Expectations(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    owner_uid: str
+    entries: tuple[Expected, ...] = ()
+
+    def pending(self, kind: str, verb: Literal["create", "delete"] = "create") -> int:
+        """How many objects of ``kind`` this owner still expects to appear (or to go)."""
+        return sum(1 for e in self.entries if e.kind == kind and e.verb == verb)
+
+    def pending_names(self, kind: str, verb: Literal["create", "delete"] = "create") -> set[str]:
+        """The names of those with a known name."""
+        return {e.name for e in self.entries if e.kind == kind and e.verb == verb and e.name}
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+
+def expect(
+    current: Expectations | None, owner_uid: str, actions: Iterable[Any], now: datetime
+) -> Expectations | None:
+    """``current`` plus an entry per create of an object this owner controls and per delete
+    with a uid precondition, from a plan's actions (write-ahead: before they run)."""
+    entries = list(current.entries) if current and current.owner_uid == owner_uid else []
+    for action in actions:
+        body = getattr(action, "body", None)
+        if getattr(action, "verb", "") == "create" and isinstance(body, Mapping):
+            owner = controller_of(body)
+            if owner is None or owner.get("uid") != owner_uid:
+                continue
+            key = key_of(body)
+            entries.append(
+                Expected(
+                    verb="create",
+                    kind=key.kind,
+                    namespace=key.namespace,
+                    name=key.name,
+                    generate_name=str(metadata_of(body).get("generateName") or ""),
+                    since=now,
+                )
+            )
+        elif getattr(action, "verb", "") == "delete" and getattr(action, "uid", None):
+            target: ObjectKey = action.target
+            entries.append(
+                Expected(
+                    verb="delete",
+                    kind=target.kind,
+                    namespace=target.namespace,
+                    name=target.name,
+                    uid=str(action.uid),
+                    since=now,
+                )
+            )
+    return Expectations(owner_uid=owner_uid, entries=tuple(entries)) if entries else None
+
+
+def answered(
+    expectations: Expectations, created: Iterable[Json], refused: Iterable[Json]
+) -> Expectations | None:
+    """Fill in name and uid from the objects the API server returned for our creates, and drop
+    the entries of creates the server refused for certain (``refused``: their bodies)."""
+    entries = list(expectations.entries)
+    for obj in created:
+        meta = metadata_of(obj)
+        key = key_of(obj)
+        for i, entry in enumerate(entries):
+            if entry.verb != "create" or entry.uid or entry.kind != key.kind:
+                continue
+            if entry.name == key.name or (
+                not entry.name and key.name.startswith(entry.generate_name)
+            ):
+                entries[i] = msgspec.structs.replace(
+                    entry, name=key.name, uid=str(meta.get("uid") or "")
+                )
+                break
+    for body in refused:
+        key = key_of(body)
+        prefix = str(metadata_of(body).get("generateName") or "")
+        for i, entry in enumerate(entries):
+            if (
+                entry.verb == "create"
+                and not entry.uid
+                and entry.kind == key.kind
+                and entry.name == key.name
+                and entry.generate_name == prefix
+            ):
+                del entries[i]
+                break
+    return msgspec.structs.replace(expectations, entries=tuple(entries)) if entries else None
+
+
+def settle(
+    expectations: Expectations | None,
+    observed: Callable[[ObjectKey], Json | None],
+    owned: Callable[[str, str], Iterable[Json]],
+    now: datetime,
+    ttl: timedelta = DEFAULT_TTL,
+) -> Expectations | None:
+    """What is still expected, given what the bus shows (``observed(key)``; ``owned(kind,
+    owner_uid)``: the bus-observed objects this owner controls) and the time."""
+    if expectations is None:
+        return None
+    remaining: list[Expected] = []
+    matched: set[str] = {e.uid for e in expectations.entries if e.uid}
+    for entry in expectations.entries:
+        if now - entry.since > ttl:
+            continue
+        if entry.verb == "delete":
+            seen = observed(entry.key)
+            if seen is not None and metadata_of(seen).get("uid") == entry.uid:
+                remaining.append(entry)
+            continue
+        if entry.name:
+            seen = observed(entry.key)
+            if seen is None or (entry.uid and metadata_of(seen).get("uid") != entry.uid):
+                remaining.append(entry)
+            continue
+        # A generateName create that never got its answer: any owned object with the prefix,
+        # created since, that no other entry accounts for.
+        found = next(
+            (
+                obj
+                for obj in owned(entry.kind, expectations.owner_uid)
+                if _unclaimed_match(obj, entry, matched)
+            ),
+            None,
+        )
+        if found is None:
+            remaining.append(entry)
+        else:
+            matched.add(str(metadata_of(found).get("uid") or ""))
+    if not remaining:
+        return None
+    return msgspec.structs.replace(expectations, entries=tuple(remaining))
+
+
+def _unclaimed_match(obj: Json, entry: Expected, matched: set[str]) -> bool:
+    meta = metadata_of(obj)
+    if str(meta.get("uid") or "") in matched:
+        return False
+    if not str(meta.get("name") or "").startswith(entry.generate_name):
+        return False
+    created = meta.get("creationTimestamp")
+    if not isinstance(created, str):
+        return True
+    try:
+        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return True
+    return when >= entry.since - _CLOCK_SLACK

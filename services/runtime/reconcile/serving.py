@@ -1,0 +1,175 @@
+"""A worker as a process: ``serve_worker(settings, service)`` is all a worker's service module
+needs to call.
+
+It does the same for every worker, in this order:
+
+1. connect to NATS (:func:`~services.runtime.connection.connect_nats`: reconnect for ever, or
+   within ``SANDBUS_NATS_RECONNECT_BUDGET``; a connection closed for good stops the service
+   with an error, so Kubernetes restarts it) and make sure the bus exists;
+2. open the one Kubernetes client, writing as the worker's field manager, with request timeouts;
+3. run the :class:`~.worker.Worker`, either on every replica (``replicas="all"``: the worker's
+   inputs are JetStream consumers that already hand each message to one replica) or on the
+   replica that holds the worker's Lease (``replicas="leader"``: one writer at a time, the
+   others standing by). A leader that loses its Lease stops acting at once (the worker asks
+   ``may_act`` before every action), stops its worker and stands by again; its successor loads
+   the state table and the memo stream and resumes the shared durable consumer from its ack
+   floor, so nothing is missed and nothing is done twice that a precondition would not stop.
+
+Environment, besides the connection settings (``SANDBUS_<WORKER>_...`` with the worker's name
+in upper case):
+
+``SANDBUS_<WORKER>_CONCURRENCY``     keys reconciled at once (default from the service)
+``SANDBUS_<WORKER>_LEASE_SECONDS``   lease duration of an active-passive worker (default 5;
+                                     renew deadline and retry period in client-go's
+                                     proportions)
+``SANDBUS_<WORKER>_LEASE_NAME``      default ``sandbus-<worker>``
+``SANDBUS_LEASE_NAMESPACE``          default ``$POD_NAMESPACE``, else ``default``
+``SANDBUS_IDENTITY``                 this replica's name on the Lease (default: host and pid)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from services.runtime.bus import BusConfig, ensure_bus
+from services.runtime.cancellation import stop_tasks, supervise
+from services.runtime.connection import budget_from_environment, connect_nats
+from services.runtime.election import LeaseElector
+from services.runtime.kube import KubeApi
+from services.runtime.lease import LeaseTimings
+from services.runtime.reconcile.tracing import tracing_from_environment
+from services.runtime.reconcile.worker import Worker, WorkerDefinition, WorkerSettings
+from services.runtime.settings import Settings, kube_api_client
+
+__all__ = ["WorkerService", "lease_settings", "serve_worker"]
+
+log = logging.getLogger(__name__)
+
+Replicas = Literal["leader", "all"]
+
+
+@dataclass(frozen=True)
+class WorkerService:
+    definition: WorkerDefinition
+    field_manager: str
+    """Who the worker writes as (``managedFields``), upstream's controller name."""
+    replicas: Replicas = "leader"
+    settings: WorkerSettings = dataclasses.field(default_factory=WorkerSettings)
+
+
+@dataclass(frozen=True)
+class LeaseSettings:
+    namespace: str
+    name: str
+    identity: str
+    timings: LeaseTimings
+
+
+def _positive(env: Mapping[str, str], name: str) -> float | None:
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{name}={text!r}: expected a positive number")
+    return value
+
+
+def lease_settings(worker: str, env: Mapping[str, str] = os.environ) -> LeaseSettings:
+    prefix = f"SANDBUS_{worker.upper()}_"
+    seconds = _positive(env, prefix + "LEASE_SECONDS")
+    return LeaseSettings(
+        namespace=env.get("SANDBUS_LEASE_NAMESPACE") or env.get("POD_NAMESPACE") or "default",
+        name=env.get(prefix + "LEASE_NAME") or f"sandbus-{worker}",
+        identity=env.get("SANDBUS_IDENTITY") or f"{socket.gethostname()}-{os.getpid()}",
+        timings=LeaseTimings.for_duration(seconds) if seconds else LeaseTimings(),
+    )
+
+
+def _worker_settings(service: WorkerService, env: Mapping[str, str]) -> WorkerSettings:
+    concurrency = _positive(env, f"SANDBUS_{service.definition.name.upper()}_CONCURRENCY")
+    if concurrency is None:
+        return service.settings
+    return dataclasses.replace(service.settings, concurrency=int(concurrency))
+
+
+async def serve_worker(
+    settings: Settings, service: WorkerService, *, bus: BusConfig | None = None
+) -> None:
+    """Run ``service`` until cancelled (then exit cleanly) or until its connection to NATS is
+    lost for good (then raise)."""
+    bus = bus or BusConfig()
+    name = service.definition.name
+    worker_settings = _worker_settings(service, os.environ)
+    lease = lease_settings(name) if service.replicas == "leader" else None
+    tracing = tracing_from_environment(f"sandbus-{name}")
+    connection = await connect_nats(
+        settings.nats_url, name=f"sandbus-{name}", budget=budget_from_environment()
+    )
+    try:
+        await ensure_bus(connection.js, bus)
+        async with await kube_api_client(settings) as api_client:
+            api = KubeApi(api_client, field_manager=service.field_manager)
+
+            def make_worker() -> Worker:
+                return Worker(
+                    service.definition,
+                    js=connection.js,
+                    api=api,
+                    bus=bus,
+                    settings=worker_settings,
+                    tracer=tracing.tracer if tracing else None,
+                )
+
+            log.info(
+                "%s worker starting (%d at a time; %s; tracing %s)",
+                name,
+                worker_settings.concurrency,
+                f"active-passive on Lease {lease.namespace}/{lease.name} as {lease.identity}"
+                if lease
+                else "active on every replica",
+                "on" if tracing else "off",
+            )
+            work = _lead(make_worker, api, lease) if lease is not None else make_worker().run()
+            await supervise([(f"{name}-work", work), (f"{name}-nats", connection.lost())])
+    finally:
+        await connection.close()
+        if tracing is not None:
+            tracing.shutdown()
+
+
+async def _lead(make_worker: Callable[[], Worker], api: KubeApi, lease: LeaseSettings) -> None:
+    """Stand by until this replica holds the Lease, run a worker while it does, repeat."""
+    elector = LeaseElector(
+        api,
+        namespace=lease.namespace,
+        name=lease.name,
+        identity=lease.identity,
+        timings=lease.timings,
+    )
+    async with elector:
+        while True:
+            await elector.wait_leading()
+            log.info("%s: leading on Lease %s; starting the worker", lease.identity, lease.name)
+            worker = make_worker()
+            worker.may_act = elector.is_leader
+            run = asyncio.create_task(worker.run(), name=f"{worker.definition.name}-leading")
+            lost = asyncio.create_task(elector.wait_lost(), name=f"{lease.name}-lost")
+            try:
+                done, _ = await asyncio.wait({run, lost}, return_when=asyncio.FIRST_COMPLETED)
+                if run in done:
+                    run.result()
+                    raise RuntimeError(f"the {worker.definition.name} worker stopped by itself")
+            finally:
+                await stop_tasks((run, lost))
+            log.warning("%s: lost the Lease %s; standing by", lease.identity, lease.name)

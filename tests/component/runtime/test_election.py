@@ -1,0 +1,96 @@
+"""The Lease election against the development cluster: one leader at a time, a standby that
+takes over at once when the leader stops and after a lease duration when it dies, and the
+leader's own annotations handed to its successor."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from events.envelope import ObjectKey
+from services.devcluster import DevCluster
+from services.runtime.election import LeaseElector
+from services.runtime.kube import KubeApi
+from services.runtime.lease import LeaseTimings, acquired_lease, holder_of
+from tests.component.watcher.harness import api_client, eventually, quiet_cluster
+
+NS = "default"
+LEASE = "sandbus-test"
+TIMINGS = LeaseTimings.for_duration(2.0)
+MARK = "example.sandbus.io/mark"
+
+
+@pytest.fixture
+async def kube(tmp_path: Path) -> AsyncIterator[KubeApi]:
+    cluster: DevCluster
+    async with quiet_cluster() as cluster, api_client(cluster, tmp_path) as client:
+        yield KubeApi(client, request_timeout=1.0)
+
+
+def elector(kube: KubeApi, identity: str, mark: str | None = None) -> LeaseElector:
+    return LeaseElector(
+        kube,
+        namespace=NS,
+        name=LEASE,
+        identity=identity,
+        timings=TIMINGS,
+        annotations=lambda: {MARK: mark} if mark else {},
+    )
+
+
+async def holder(kube: KubeApi) -> str:
+    return holder_of(await kube.get(ObjectKey("Lease", NS, LEASE)))
+
+
+async def test_one_leads_the_other_stands_by_and_takes_over_when_it_stops(kube: KubeApi) -> None:
+    first, second = elector(kube, "first", mark="7"), elector(kube, "second")
+    stop_first = asyncio.Event()
+
+    async def run_first() -> None:
+        async with first:
+            await stop_first.wait()
+
+    first_running = asyncio.create_task(run_first())
+    async with asyncio.timeout(5):
+        await first.wait_leading()
+    async with second:
+
+        async def standing_by() -> bool:
+            return second.standing_by_for == "first"
+
+        await eventually(standing_by, within=5.0, interval=0.05)
+        assert first.is_leader() and not second.is_leader()
+
+        stop_first.set()  # a clean stop: the Lease is released, not left to expire
+        await first_running
+        assert not first.is_leader()
+        async with asyncio.timeout(TIMINGS.retry_period * 3):
+            await second.wait_leading()
+        assert await holder(kube) == "second"
+        assert second.inherited_annotations == {MARK: "7"}
+    assert await holder(kube) == ""
+
+
+async def test_a_dead_holder_is_taken_over_after_a_lease_duration(kube: KubeApi) -> None:
+    dead = acquired_lease(
+        None, namespace=NS, name=LEASE, identity="dead", now=datetime.now(UTC), timings=TIMINGS
+    )
+    dead["metadata"]["annotations"] = {MARK: "41"}
+    await kube.create(dead)
+    standby = elector(kube, "standby")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with standby:
+        async with asyncio.timeout(TIMINGS.duration * 4):
+            await standby.wait_leading()
+        waited = loop.time() - started
+        assert waited >= TIMINGS.duration - TIMINGS.retry_period
+        assert standby.transitions == 1
+        assert standby.inherited_annotations == {MARK: "41"}
+        lease = await kube.get(ObjectKey("Lease", NS, LEASE))
+        assert lease["spec"]["leaseTransitions"] == 1
+    assert await holder(kube) == ""

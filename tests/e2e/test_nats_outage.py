@@ -1,0 +1,103 @@
+"""End to end: NATS stopped and started again on the same port and store, under the watcher and
+the sandbox worker as their own processes; and NATS gone for good under services that were
+given a short reconnect budget.
+
+What must hold: after an outage every service serves again (Sandboxes created after NATS
+returned become Ready); a service whose connection is gone for good exits non-zero, so that
+Kubernetes restarts it, instead of staying alive doing nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from services.devcluster import DevCluster, LatencyModel, SimulationSettings
+from services.runtime.kube import KubeApi
+from services.runtime.natsd import NatsServer
+from tests.component.sandbox.conftest import (
+    FAST_KUBELET,
+    NS,
+    api_client,
+    condition,
+    sandbox_body,
+    until,
+)
+from tests.e2e.services import log_tails, service
+
+pytestmark = pytest.mark.slow
+
+
+async def ready(kube: KubeApi, names: list[str]) -> bool:
+    found = {s["metadata"]["name"]: s for s in await kube.list("Sandbox", NS)}
+    return all(condition(found.get(name)) == ("True", "DependenciesReady") for name in names)
+
+
+async def test_every_service_serves_again_after_nats_returns(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    simulation = SimulationSettings(pod_ready_delay=0.05, options={"kubelet": dict(FAST_KUBELET)})
+    async with (
+        NatsServer(store_dir=tmp_path / "nats") as nats_server,
+        DevCluster(port=0, latency=LatencyModel.zero(), simulation=simulation) as cluster,
+        api_client(cluster, tmp_path, "test") as client,
+    ):
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        kube = KubeApi(client, field_manager="e2e-test")
+        try:
+            async with (
+                service("watcher", nats_server.url, kubeconfig, logs) as watcher,
+                service("sandbox", nats_server.url, kubeconfig, logs) as worker,
+            ):
+                before = [f"before-{i}" for i in range(3)]
+                for name in before:
+                    await kube.create(sandbox_body(name))
+                await until(lambda: ready(kube, before), within=60)
+
+                await asyncio.to_thread(nats_server.stop)
+                await asyncio.sleep(3)  # both services' reconnect attempts fail meanwhile
+                await asyncio.to_thread(nats_server.start)
+
+                after = [f"after-{i}" for i in range(5)]
+                for name in after:
+                    await kube.create(sandbox_body(name))
+                await until(lambda: ready(kube, after), within=60, interval=0.2)
+                assert watcher.returncode is None and worker.returncode is None
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
+
+
+async def test_a_service_whose_connection_is_gone_for_good_exits_non_zero(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    budget = {"SANDBUS_NATS_RECONNECT_BUDGET": "2"}
+    async with (
+        NatsServer(store_dir=tmp_path / "nats") as nats_server,
+        DevCluster(port=0, latency=LatencyModel.zero()) as cluster,
+        api_client(cluster, tmp_path, "test") as client,
+    ):
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        kube = KubeApi(client, field_manager="e2e-test")
+        try:
+            async with (
+                service("watcher", nats_server.url, kubeconfig, logs, env=budget) as watcher,
+                service("sandbox", nats_server.url, kubeconfig, logs, env=budget) as worker,
+            ):
+                # Serving first: a Sandbox reaches the sandbox worker through the watcher.
+                await kube.create(sandbox_body("first", replicas=0))
+
+                async def seen() -> bool:
+                    found = await kube.list("Sandbox", NS)
+                    return bool(found and found[0].get("status"))
+
+                await until(seen, within=60)
+                await asyncio.to_thread(nats_server.stop)
+                async with asyncio.timeout(30):
+                    codes = await asyncio.gather(watcher.wait(), worker.wait())
+                assert all(code not in (0, None) for code in codes), codes
+            for name in ("watcher", "sandbox"):
+                assert "NATS unreachable for more than 2 s" in (logs / f"{name}.log").read_text()
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
