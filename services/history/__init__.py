@@ -2,11 +2,12 @@
 
 A functional core and a thin NATS shell, like every service:
 
-- pure: :mod:`.instants` (the times users type), :mod:`.selection` (kinds and subject filters),
-  :mod:`.records` (one message of the log, read without ever raising), :mod:`.folding` (the
-  objects at an instant), :mod:`.diffing` (what changed between two versions),
-  :mod:`.summaries` (one phrase about an object's status), :mod:`.timeline` (one object's
-  changes and the decisions that touched it), :mod:`.render` (the printed forms);
+- pure, in :mod:`.core`: :mod:`.core.instants` (the times users type), :mod:`.core.folding`
+  (the objects at an instant), :mod:`.core.diffing` (what changed between two versions),
+  :mod:`.core.timeline` (one object's changes and the decisions that touched it);
+- pure, outside :mod:`.core`: :mod:`.selection` (kinds and subject filters), :mod:`.records`
+  (one message of the log, read without ever raising), :mod:`.summaries` (one phrase about an
+  object's status), :mod:`.render` (the printed forms);
 - I/O: :mod:`.reading` (ephemeral JetStream consumers over the event log), :mod:`.database`
   (the SQLite export), :mod:`.commands` (the four commands), :mod:`.cli` (arguments, signals).
 

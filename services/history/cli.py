@@ -2,7 +2,7 @@
 signals and exit codes around :mod:`services.history.commands`.
 
 Bad input is refused while parsing, by argparse, with exit code 2 and a message that says what
-was expected: an unreadable time (see :mod:`.instants`), a kind that is not known (the message
+was expected: an unreadable time (see :mod:`.core.instants`), a kind that is not known (the message
 lists the known kinds), a malformed ``KIND/NAMESPACE/NAME``. Relative times (``10m``) are taken
 relative to the moment the arguments are parsed.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from services.history import commands
-from services.history.instants import InstantError, parse_instant
+from services.history.core.instants import InstantError, parse_instant
 from services.history.selection import Selection, UnknownKind, parse_object_ref, resolve_kind
 from services.runtime.bus import BusConfig
 from services.runtime.settings import DEFAULT_NATS_URL, NATS_URL_ENV, Settings

@@ -28,8 +28,9 @@ from nats.js import JetStreamContext
 from events.envelope import ObjectRef
 from events.subjects import decision_filter, event_filter
 from events.types import DecisionMade, ObjectAdded, ObjectModified
+from services.history.core.folding import object_key, state_at
+from services.history.core.timeline import build_timeline
 from services.history.database import EXAMPLE_QUERIES, load_into
-from services.history.folding import object_key, state_at
 from services.history.reading import EventLogMissing, LogStart, following, read_log
 from services.history.records import LogRecord, UnreadableRecord, in_window
 from services.history.render import (
@@ -42,7 +43,6 @@ from services.history.render import (
 )
 from services.history.rerun import Rerun, rerun, rerun_lines
 from services.history.selection import Selection
-from services.history.timeline import build_timeline
 from services.runtime.cache import ObjectKey, metadata_of
 from services.runtime.reconcile.worker import WorkerDefinition
 from services.runtime.runner import load_worker

@@ -17,11 +17,11 @@ import yaml
 
 from events.envelope import ObjectKey
 from events.types import DecisionMade, ObjectAdded, ObjectDeleted, ObjectModified, WarmQueued
-from services.history.folding import ObjectVersion
-from services.history.instants import format_age, format_instant
+from services.history.core.folding import ObjectVersion
+from services.history.core.instants import format_age, format_instant
+from services.history.core.timeline import TimelineEntry, describe_decision
 from services.history.records import LogRecord, UnreadableRecord
 from services.history.summaries import object_summary
-from services.history.timeline import TimelineEntry, describe_decision
 
 __all__ = [
     "OutputFormat",

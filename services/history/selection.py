@@ -98,7 +98,7 @@ class Selection:
     """Which objects' history to read; ``None`` matches any value of that part.
 
     ``decisions`` adds the decisions recorded *about* the selected objects (keyed by them);
-    decisions that merely act on an object are found by :mod:`services.history.timeline`.
+    decisions that merely act on an object are found by :mod:`services.history.core.timeline`.
     """
 
     kind: str | None = None

@@ -18,7 +18,7 @@ Environment (besides the shell's: concurrency, Lease, NATS reconnect budget):
     Seconds, default 0 (off); upstream's ``--sandbox-write-behind-window``. How long the
     metadata patch of a Pod a Sandbox already owns may be held back, so that the redeliveries
     that follow a warm adoption coalesce into one write; bounded at 1 s whatever the value
-    (see :mod:`services.sandbox.plan`).
+    (see :mod:`services.sandbox.core.plan`).
 ``SANDBUS_TRACING``
     ``off`` (default), ``on`` or ``console``: OpenTelemetry spans of each reconcile, joined to
     the trace named by a Sandbox's ``opentelemetry.io/trace-context`` annotation (upstream's
@@ -36,8 +36,8 @@ from services.runtime.bus import BusConfig
 from services.runtime.reconcile.serving import WorkerService, serve_worker
 from services.runtime.reconcile.worker import WorkerDefinition, WorkerSettings
 from services.runtime.settings import Settings
-from services.sandbox.observation import DEFAULT_CLUSTER_DOMAIN
-from services.sandbox.plan import CONTROLLER_NAME
+from services.sandbox.core.observation import DEFAULT_CLUSTER_DOMAIN
+from services.sandbox.core.plan import CONTROLLER_NAME
 from services.sandbox.worker import sandbox_worker
 
 __all__ = [

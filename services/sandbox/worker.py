@@ -11,7 +11,7 @@ Two inputs of the Sandbox planner do not come from objects (spec/agent-sandbox.m
 §2.5, §6):
 
 - the write-behind clock: when each Sandbox's Pod metadata patch was first held back. A
-  holding pass returns it as its memo (:class:`~services.sandbox.plan.WriteBehindMemo`); the
+  holding pass returns it as its memo (:class:`~services.sandbox.core.plan.WriteBehindMemo`); the
   runtime keeps that per key on the bus and hands it back, and ``observe`` passes it on as
   ``pod_patch_held_since``;
 - tracing: the ``ReconcileSandbox`` span (attributes ``sandbox.name``, ``sandbox.namespace`` and
@@ -56,17 +56,17 @@ from services.runtime.cache import (
 from services.runtime.reconcile import Plan
 from services.runtime.reconcile.tracing import ReconcileSpan
 from services.runtime.reconcile.worker import Observed, WorkerDefinition
-from services.sandbox.objects import annotations_of
-from services.sandbox.observation import (
+from services.sandbox.core.objects import annotations_of
+from services.sandbox.core.observation import (
     DEFAULT_CLUSTER_DOMAIN,
     SandboxObservation,
     TemplateObservation,
     observe_sandbox,
     observe_template,
 )
-from services.sandbox.plan import WriteBehindMemo, plan_sandbox
-from services.sandbox.pods import normalize_created_by
-from services.sandbox.template import plan_template
+from services.sandbox.core.plan import WriteBehindMemo, plan_sandbox
+from services.sandbox.core.pods import normalize_created_by
+from services.sandbox.core.template import plan_template
 
 __all__ = [
     "SPAN_NAME",

@@ -7,8 +7,9 @@ state table. After a restart, a 410
 or a leader handover it relists and publishes only what really changed, plus a synthetic
 deletion for every object that vanished in the gap.
 
-Functional core: :mod:`.diffing` (what to publish), :mod:`.recovery` (what was published, and
-the low-water mark the Lease carries), :mod:`.tracing`, :mod:`.resources`.
+Functional core: :mod:`.core.diffing` (what to publish), :mod:`.core.recovery` (what was
+published, and the low-water mark the Lease carries); also without I/O, outside :mod:`.core`:
+:mod:`.tracing`, :mod:`.resources`.
 Imperative shell: :mod:`.streams`, :mod:`.publisher`, :mod:`.watching`, :mod:`.service`
 (``serve``, what ``sandbus run watcher`` runs) and :mod:`.config`. From the shared runtime it
 takes the Kubernetes client (:mod:`services.runtime.kube`), the leader election

@@ -1,6 +1,6 @@
 """Publishing decided changes: in order per object, in parallel across objects, never dropped.
 
-The watch loops decide (:mod:`services.watcher.diffing`) and hand each :class:`Change` to
+The watch loops decide (:mod:`services.watcher.core.diffing`) and hand each :class:`Change` to
 :meth:`Publisher.submit`. The publisher keeps three promises:
 
 **Order per object.** Every object key hashes to one of ``shards`` queues, each drained by one
@@ -23,7 +23,7 @@ message (two leaders overlapping), the event log takes ours after it, while the 
 keeps the stored state if it is the same object at a resourceVersion at least as new
 (:func:`keeps_stored_message`), so an older state never becomes the latest.
 
-The low-water mark (:class:`services.watcher.recovery.LowWater`) follows every change from its
+The low-water mark (:class:`services.watcher.core.recovery.LowWater`) follows every change from its
 first write to its second, so that a successor knows where to look for a change that was cut
 in half.
 
@@ -64,8 +64,8 @@ from events.types import (
 )
 from services.runtime.bus import BusConfig, ensure_bus, publish_dead_letter
 from services.runtime.cancellation import honour_lost_cancellation, supervise
-from services.watcher.diffing import Change
-from services.watcher.recovery import (
+from services.watcher.core.diffing import Change
+from services.watcher.core.recovery import (
     LowWater,
     Seqs,
     StoredEventError,
@@ -119,7 +119,7 @@ def event_id_of_state_message(msg: RawStreamMsg) -> str | None:
 
 def keeps_stored_message(ours: ObjectEvent, stored: RawStreamMsg) -> bool:
     """Whether the state table keeps ``stored`` instead of taking ``ours``
-    (:func:`~services.watcher.recovery.keeps_stored_state`); a stored message that is not an
+    (:func:`~services.watcher.core.recovery.keeps_stored_state`); a stored message that is not an
     observed change is written over."""
     if not stored.data:
         return False

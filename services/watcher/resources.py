@@ -26,7 +26,7 @@ NetworkPolicy               controller ownerReference to a SandboxTemplate (the 
 ==========================  ===================================================================
 
 Why NetworkPolicies are selected by owner and not by label: the template's policy carries no
-label of ours (services/sandbox/template.py sets none), while its controller reference is
+label of ours (services/sandbox/core/template.py sets none), while its controller reference is
 always there, since it is how the garbage collector deletes the policy with its template. It
 is also how upstream's template controller watches them (``Owns(NetworkPolicy)``,
 spec/agent-sandbox.md §3.1). The group and kind of the reference are compared, not its

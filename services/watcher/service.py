@@ -5,10 +5,10 @@
 session ends the moment leadership is lost (its tasks are cancelled, its memory dropped). The
 watcher keeps one piece of its own state on the Lease: its event-log low-water mark, in an
 annotation that every renewal records and a new leader reads
-(:data:`~services.watcher.recovery.LOW_WATER_ANNOTATION`).
+(:data:`~services.watcher.core.recovery.LOW_WATER_ANNOTATION`).
 A session:
 
-1. **Recovers** the published view from the bus (:mod:`services.watcher.recovery`): the state
+1. **Recovers** the published view from the bus (:mod:`services.watcher.core.recovery`): the state
    table, plus the event log's tail from the low-water mark found on the Lease and in the state
    table, repairing state-table entries that a predecessor's crash left behind. Nothing is
    kept from an earlier session of the same process: another replica may have led in between.
@@ -59,15 +59,8 @@ from services.runtime.kube import KubeApi
 from services.runtime.settings import Settings, kube_api_client
 from services.runtime.streams import read_to_end
 from services.watcher.config import WatcherConfig
-from services.watcher.diffing import Seen
-from services.watcher.publisher import (
-    EVENT_SEQUENCE_HEADER,
-    LOW_WATER_HEADER,
-    Publisher,
-    event_id_of_state_message,
-    keeps_stored_message,
-)
-from services.watcher.recovery import (
+from services.watcher.core.diffing import Seen
+from services.watcher.core.recovery import (
     LowWater,
     Recovered,
     Seqs,
@@ -78,6 +71,13 @@ from services.watcher.recovery import (
     newest_per_key,
     recover,
     stored_event,
+)
+from services.watcher.publisher import (
+    EVENT_SEQUENCE_HEADER,
+    LOW_WATER_HEADER,
+    Publisher,
+    event_id_of_state_message,
+    keeps_stored_message,
 )
 from services.watcher.resources import WATCHED_RESOURCES, WatchedResource
 from services.watcher.streams import TRANSIENT, Backoff, PublishStats, fenced_publish

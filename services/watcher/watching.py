@@ -5,11 +5,11 @@ sharing the leader's :class:`~services.watcher.publisher.Publisher`. The loop:
 
 1. **Relist**: list the resource cluster-wide in pages (``limit``/``continue``, each page from
    the same snapshot), decide the changes against the published view page by page
-   (:func:`~services.watcher.diffing.listed_changes`), and after the last page the synthetic
+   (:func:`~services.watcher.core.diffing.listed_changes`), and after the last page the synthetic
    deletions of the keys no page contained. The list's resourceVersion is where the watch starts.
 2. **Watch** from that resourceVersion with ``allowWatchBookmarks``; each event is checked
-   against the view (:func:`~services.watcher.diffing.watch_changes`) and submitted; every event
-   and bookmark advances the resourceVersion to resume from.
+   against the view (:func:`~services.watcher.core.diffing.watch_changes`) and submitted; every
+   event and bookmark advances the resourceVersion to resume from.
 3. When the stream ends, decide by how (spec/kube-standin.md §3, "what the watcher must do"):
 
    ==========================================  ============================================
@@ -44,7 +44,7 @@ from typing import Any, cast
 
 from events.envelope import ObjectKey
 from services.runtime.kube import Expired, KubeApi, KubeError, StreamBroken, StreamStalled
-from services.watcher.diffing import (
+from services.watcher.core.diffing import (
     Change,
     DiffError,
     Seen,

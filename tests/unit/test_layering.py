@@ -5,7 +5,9 @@ nothing. So the tree is copied into a temporary directory and checked twice: unt
 contract is kept; with one forbidden import per contract, each of those contracts is reported
 broken. The bad imports are the ones the contracts exist for: a new service package (one the
 contract does not name) importing the development cluster, the API types importing a service,
-and a planner importing asyncio. Contracts are found by what they forbid, not by name.
+a planner importing asyncio, and a planner in that new package's core (which the purity
+contract does not name either) importing asyncio. Contracts are found by what they forbid, not
+by name.
 """
 
 from __future__ import annotations
@@ -56,12 +58,13 @@ def test_each_contract_is_broken_by_the_import_it_forbids(tmp_path: Path) -> Non
     clean = lint_imports(tmp_path)
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
-    (tmp_path / "services" / "pool").mkdir()
-    (tmp_path / "services" / "pool" / "__init__.py").write_text(
-        "import services.devcluster.cluster\n"
-    )
+    pool = tmp_path / "services" / "pool"
+    (pool / "core").mkdir(parents=True)
+    (pool / "__init__.py").write_text("import services.devcluster.cluster\n")
+    (pool / "core" / "__init__.py").write_text("")
+    (pool / "core" / "plan.py").write_text("import asyncio\n")
     (tmp_path / "api" / "upward.py").write_text("import services.cli\n")
-    with (tmp_path / "services" / "sandbox" / "plan.py").open("a") as plan:
+    with (tmp_path / "services" / "sandbox" / "core" / "plan.py").open("a") as plan:
         plan.write("\nimport asyncio\n")
 
     broken = lint_imports(tmp_path)
@@ -74,3 +77,7 @@ def test_each_contract_is_broken_by_the_import_it_forbids(tmp_path: Path) -> Non
     ]
     for name in expected:
         assert f"{name} BROKEN" in output, output
+    # Both planners are named in the purity contract's report, the new one by the wildcard alone.
+    purity = output[output.index(f"{expected[-1]}\n") :]
+    for planner in ("services.sandbox.core.plan", "services.pool.core.plan"):
+        assert f"{planner} -> asyncio" in purity, output

@@ -6,14 +6,22 @@ the Kubernetes API and records the decision on the bus. The modules, in the orde
 
 - :mod:`.feeding` — the bus into the worker: the state table on start, then the event log
   through one durable consumer per worker; garbage is dead-lettered, never fatal.
+- :mod:`.sources` — further inputs (a warm-queue pull consumer): messages joined to a key,
+  held until the key's plan acks them.
 - :mod:`services.runtime.cache` (beside this package) — the objects, indexed by label and
   by controller owner, with read-your-writes.
 - :mod:`.queueing` — the work queue: one task per key at a time, requeue-after, backoff.
-- :mod:`.actions` — what planners return: Create / Patch / Replace / Delete, and the Plan.
-- :mod:`.executing` — actions against the API server, answers into the cache.
+- :mod:`.actions` — what planners return: Create / Patch / Replace / Delete / Ack, the Plan
+  with its memo, and the plan's digest.
+- :mod:`.executing` — each action through the executor registered for its type; the
+  Kubernetes writes' answers into the cache. :mod:`.warm` — the warm-queue action kinds.
+- :mod:`.memory` and :mod:`.expectations` — what a worker keeps per key on the bus: the plan's
+  memo, and the creates and deletes it waits to see.
 - :mod:`services.runtime.kube` (beside this package) — the Kubernetes client, one
   :class:`~services.runtime.kube.KubeError` for every failure.
-- :mod:`.worker` — the loop that ties them together and records each decision.
+- :mod:`.worker` — the loop that ties them together and records each decision, with its
+  inputs by reference (``sandbus explain --rerun`` makes it again).
+- :mod:`.serving` — a worker as a process: connections, replicas (Lease or all), the loop.
 - :mod:`.tracing` — optional OpenTelemetry spans around reconciles and their steps.
 
 A worker is a :class:`~.worker.WorkerDefinition` plus its reconcilers; see
@@ -25,6 +33,7 @@ modules.
 """
 
 from services.runtime.reconcile.actions import (
+    Ack,
     Action,
     Create,
     Delete,
@@ -37,6 +46,7 @@ from services.runtime.reconcile.actions import (
 )
 
 __all__ = [
+    "Ack",
     "Action",
     "Create",
     "Delete",

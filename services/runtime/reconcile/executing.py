@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nats.js import JetStreamContext
 from opentelemetry.trace import Tracer
 
+from services.runtime.bus import BusConfig
 from services.runtime.cache import ObjectCache, ObjectKey, metadata_of
 from services.runtime.kube import KubeApi, KubeError
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Replace
@@ -71,6 +72,7 @@ class ExecutionContext:
     api: KubeApi
     cache: ObjectCache
     js: JetStreamContext | None = None
+    bus: BusConfig = field(default_factory=BusConfig)
 
 
 @dataclass(frozen=True)

@@ -420,7 +420,7 @@ class Worker:
         execution = await execute(
             plan,
             self._executors,
-            ExecutionContext(self.api, self.cache, self.js),
+            ExecutionContext(self.api, self.cache, self.js, self.bus),
             may_act=self.may_act,
             tracer=tracer,
         )

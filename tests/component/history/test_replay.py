@@ -10,7 +10,7 @@ from nats.js import JetStreamContext
 
 from events.codec import decode_event
 from events.types import Event
-from services.history.instants import format_instant
+from services.history.core.instants import format_instant
 from tests.component.history.conftest import publish_all, publish_garbage, run_command
 from tests.unit.history.histories import adoption_story, at, change, sandbox
 

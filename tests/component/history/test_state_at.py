@@ -15,7 +15,7 @@ import yaml
 from nats.js import JetStreamContext
 
 from events.types import Event, strip_managed_fields
-from services.history.instants import format_instant
+from services.history.core.instants import format_instant
 from tests.component.history.conftest import publish_all, publish_garbage, run_command
 from tests.unit.history.histories import at, change, claim, decision, ref, sandbox
 

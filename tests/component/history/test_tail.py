@@ -17,7 +17,7 @@ from nats.js import JetStreamContext
 
 from events.codec import decode_event
 from events.types import ObjectEvent
-from services.history.instants import format_instant
+from services.history.core.instants import format_instant
 from services.runtime.bus import ensure_bus, publish_event
 from services.runtime.natsd import NatsServer
 from tests.component.history.conftest import parser, publish_all, publish_garbage

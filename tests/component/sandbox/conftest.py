@@ -31,7 +31,7 @@ from services.runtime.cache import ObjectKey
 from services.runtime.kube import KubeApi, KubeError
 from services.runtime.lease import LeaseTimings
 from services.runtime.reconcile.worker import Worker, WorkerSettings
-from services.sandbox.plan import CONTROLLER_NAME
+from services.sandbox.core.plan import CONTROLLER_NAME
 from services.sandbox.worker import sandbox_worker
 from services.watcher.config import WatcherConfig
 from services.watcher.service import Watcher

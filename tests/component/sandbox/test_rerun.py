@@ -11,7 +11,7 @@ from events.envelope import ObjectRef
 from services.history.commands import ExplainOptions, explain
 from services.runtime.reconcile import Plan
 from services.runtime.reconcile.worker import WorkerDefinition
-from services.sandbox.observation import SandboxObservation
+from services.sandbox.core.observation import SandboxObservation
 from services.sandbox.worker import SandboxReconciler, sandbox_worker
 from tests.component.sandbox.conftest import NS, Stack, condition, sandbox_body, until
 

@@ -25,9 +25,9 @@ from events.types import ObjectAdded, ObjectDeleted, ObjectEvent, ObjectModified
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.cancellation import stop_tasks
 from services.runtime.streams import read_to_end
-from services.watcher.diffing import Change
+from services.watcher.core.diffing import Change
+from services.watcher.core.recovery import LowWater
 from services.watcher.publisher import Publisher
-from services.watcher.recovery import LowWater
 from services.watcher.resources import WATCHED_RESOURCES
 from services.watcher.streams import PublishStats, last_message
 

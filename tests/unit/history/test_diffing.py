@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.history.diffing import (
+from services.history.core.diffing import (
     ABSENT,
     FieldChange,
     describe_change,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from events.envelope import ObjectKey
 from events.types import Event
-from services.history.folding import state_at
+from services.history.core.folding import state_at
 from tests.unit.history.histories import (
     T0,
     adoption_story,

@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.history.instants import InstantError, format_instant, parse_duration, parse_instant
+from services.history.core.instants import (
+    InstantError,
+    format_instant,
+    parse_duration,
+    parse_instant,
+)
 
 NOW = datetime(2026, 5, 4, 12, 0, 0, tzinfo=UTC)
 

@@ -9,8 +9,9 @@ import yaml
 
 from events.envelope import ObjectKey
 from events.types import DecisionAction
-from services.history.folding import state_at
-from services.history.instants import format_age
+from services.history.core.folding import state_at
+from services.history.core.instants import format_age
+from services.history.core.timeline import TimelineEntry
 from services.history.records import UnreadableRecord
 from services.history.render import (
     event_line,
@@ -20,7 +21,6 @@ from services.history.render import (
     warning_line,
 )
 from services.history.summaries import object_summary
-from services.history.timeline import TimelineEntry
 from tests.unit.history.histories import (
     T0,
     adoption_story,

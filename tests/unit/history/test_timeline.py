@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from events.envelope import ObjectKey
 from events.types import DecisionAction, Event
-from services.history.timeline import build_timeline
+from services.history.core.timeline import build_timeline
 from tests.unit.history.histories import (
     adoption_story,
     at,

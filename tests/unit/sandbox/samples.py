@@ -16,8 +16,8 @@ from api.kinds import ALL_KINDS
 from services.runtime.cache import Json, ObjectCache, ObjectKey, key_of
 from services.runtime.kube import KubeError, resource_for
 from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace
-from services.sandbox.observation import SandboxObservation, observe_sandbox
-from services.sandbox.plan import plan_sandbox
+from services.sandbox.core.observation import SandboxObservation, observe_sandbox
+from services.sandbox.core.plan import plan_sandbox
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 NS = "default"

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from services.sandbox.plan import read_sandbox
-from services.sandbox.status import ConditionValue, PodFinding, compute_conditions
+from services.sandbox.core.plan import read_sandbox
+from services.sandbox.core.status import ConditionValue, PodFinding, compute_conditions
 from tests.unit.sandbox.samples import owned_pod, pod, sandbox, service
 
 

@@ -21,10 +21,10 @@ from api.keys import (
 )
 from services.runtime.cache import ObjectKey
 from services.runtime.reconcile import Create, Delete, Patch
-from services.sandbox.objects import Ownership, ownership
-from services.sandbox.observation import resolve_pod_name
-from services.sandbox.plan import plan_sandbox, read_sandbox
-from services.sandbox.pods import PodPlan, merge_volume_claim_volumes, plan_pod
+from services.sandbox.core.objects import Ownership, ownership
+from services.sandbox.core.observation import resolve_pod_name
+from services.sandbox.core.plan import plan_sandbox, read_sandbox
+from services.sandbox.core.pods import PodPlan, merge_volume_claim_volumes, plan_pod
 from tests.unit.sandbox.samples import (
     NOW,
     SANDBOX_UID,

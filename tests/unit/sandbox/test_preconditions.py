@@ -13,8 +13,8 @@ from api.keys import ANNOTATION_POD_NAME, LABEL_ADOPTABLE
 from services.runtime.cache import ObjectKey
 from services.runtime.kube import KubeError
 from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace
-from services.sandbox.objects import Ownership, ownership
-from services.sandbox.plan import plan_sandbox
+from services.sandbox.core.objects import Ownership, ownership
+from services.sandbox.core.plan import plan_sandbox
 from tests.unit.sandbox.samples import (
     NOW,
     SANDBOX_UID,

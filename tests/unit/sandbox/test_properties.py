@@ -43,11 +43,11 @@ from api.keys import (
 )
 from services.runtime.cache import Json, ObjectKey, key_of
 from services.runtime.reconcile import Patch, Plan, Replace
-from services.sandbox.lifecycle import EXPIRED_REQUEUE
-from services.sandbox.objects import Ownership, ownership
-from services.sandbox.observation import observe_template
-from services.sandbox.plan import plan_sandbox
-from services.sandbox.template import desired_network_policy_spec, plan_template, same_spec
+from services.sandbox.core.lifecycle import EXPIRED_REQUEUE
+from services.sandbox.core.objects import Ownership, ownership
+from services.sandbox.core.observation import observe_template
+from services.sandbox.core.plan import plan_sandbox
+from services.sandbox.core.template import desired_network_policy_spec, plan_template, same_spec
 from tests.unit.sandbox.samples import (
     NOW,
     NS,

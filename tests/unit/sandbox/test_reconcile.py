@@ -11,9 +11,9 @@ import pytest
 from api.keys import ANNOTATION_POD_NAME, LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH, name_hash
 from services.runtime.cache import ObjectKey
 from services.runtime.reconcile import Delete, Patch
-from services.sandbox.lifecycle import EXPIRED_REQUEUE, check_expiry
-from services.sandbox.plan import plan_sandbox, read_sandbox
-from services.sandbox.status import PodFinding, compute_conditions
+from services.sandbox.core.lifecycle import EXPIRED_REQUEUE, check_expiry
+from services.sandbox.core.plan import plan_sandbox, read_sandbox
+from services.sandbox.core.status import PodFinding, compute_conditions
 from tests.unit.sandbox.samples import (
     NOW,
     FakeCluster,

@@ -9,8 +9,8 @@ import pytest
 from api.keys import ANNOTATION_POD_NAME, LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH, name_hash
 from services.runtime.cache import ObjectKey
 from services.runtime.reconcile import Create, Delete, Patch, Replace
-from services.sandbox.headless import ServicePlan, plan_service, service_ports
-from services.sandbox.plan import plan_sandbox, read_sandbox
+from services.sandbox.core.headless import ServicePlan, plan_service, service_ports
+from services.sandbox.core.plan import plan_sandbox, read_sandbox
 from tests.unit.sandbox.samples import (
     NOW,
     FakeCluster,

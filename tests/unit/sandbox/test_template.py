@@ -9,8 +9,8 @@ from typing import Any
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, name_hash
 from services.runtime.cache import ObjectKey
 from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace
-from services.sandbox.observation import TemplateObservation
-from services.sandbox.template import plan_template, same_spec, secure_default_rules
+from services.sandbox.core.observation import TemplateObservation
+from services.sandbox.core.template import plan_template, same_spec, secure_default_rules
 from tests.unit.sandbox.samples import NOW
 
 HASH = name_hash("python")

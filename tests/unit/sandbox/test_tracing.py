@@ -18,7 +18,7 @@ from services.runtime.cache import ObjectKey
 from services.runtime.kube import KubeError
 from services.runtime.reconcile import Patch
 from services.runtime.reconcile.worker import Worker
-from services.sandbox.plan import plan_sandbox
+from services.sandbox.core.plan import plan_sandbox
 from services.sandbox.worker import sandbox_worker
 from tests.unit.runtime.test_reconcile_worker import FakeJetStream
 from tests.unit.sandbox.samples import (

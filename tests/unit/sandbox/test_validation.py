@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from services.sandbox.plan import plan_sandbox
+from services.sandbox.core.plan import plan_sandbox
 from tests.unit.sandbox.samples import (
     NOW,
     FakeCluster,

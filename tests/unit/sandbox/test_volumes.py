@@ -9,8 +9,8 @@ import pytest
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH, name_hash
 from services.runtime.cache import ObjectKey
 from services.runtime.reconcile import Create, Patch
-from services.sandbox.plan import read_sandbox
-from services.sandbox.volumes import ClaimsPlan, plan_claims
+from services.sandbox.core.plan import read_sandbox
+from services.sandbox.core.volumes import ClaimsPlan, plan_claims
 from tests.unit.sandbox.samples import FakeCluster, owner_ref, pvc, sandbox
 
 HASH = name_hash("sb")

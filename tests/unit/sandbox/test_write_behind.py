@@ -25,7 +25,7 @@ from events.types import Outcome
 from services.runtime.cache import ObjectKey
 from services.runtime.reconcile import Patch, Plan
 from services.runtime.reconcile.worker import Observed, Worker
-from services.sandbox.plan import WRITE_BEHIND_BOUND, plan_sandbox
+from services.sandbox.core.plan import WRITE_BEHIND_BOUND, plan_sandbox
 from services.sandbox.service import WRITE_BEHIND_ENV, write_behind
 from services.sandbox.worker import SandboxReconciler, sandbox_worker
 from tests.unit.runtime.test_reconcile_worker import FakeJetStream

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.envelope import ObjectKey
-from services.watcher.diffing import (
+from services.watcher.core.diffing import (
     Change,
     Seen,
     apply,
@@ -85,7 +85,7 @@ def test_key_and_identity_of_a_cluster_scoped_object() -> None:
 def test_an_object_without_identity_is_refused() -> None:
     import pytest
 
-    from services.watcher.diffing import DiffError
+    from services.watcher.core.diffing import DiffError
 
     with pytest.raises(DiffError, match=r"metadata\.uid"):
         seen_of({"metadata": {"name": "n", "resourceVersion": "1"}})

@@ -14,7 +14,7 @@ from services.runtime.lease import (
     released_lease,
     renewed_lease,
 )
-from services.watcher.recovery import LOW_WATER_ANNOTATION, low_water_annotations, low_water_of
+from services.watcher.core.recovery import LOW_WATER_ANNOTATION, low_water_annotations, low_water_of
 
 NOW = datetime(2026, 5, 4, 10, 3, 1, 2000, tzinfo=UTC)
 

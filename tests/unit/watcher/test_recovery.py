@@ -10,8 +10,8 @@ from events.codec import encode_event
 from events.envelope import ObjectKey
 from events.ids import ChangeEventId
 from events.types import observed_event
-from services.watcher.diffing import Seen
-from services.watcher.recovery import (
+from services.watcher.core.diffing import Seen
+from services.watcher.core.recovery import (
     LowWater,
     Seqs,
     StoredEvent,

@@ -21,7 +21,7 @@ from api.agents import Sandbox
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH
 from services.runtime.cache import Json, ObjectKey
 from services.runtime.reconcile import Action, Create, Patch
-from services.sandbox.objects import (
+from services.sandbox.core.objects import (
     Ownership,
     adoptable,
     owned_by_other_message,
@@ -29,7 +29,7 @@ from services.sandbox.objects import (
     resource_version_of,
     with_controller,
 )
-from services.sandbox.pods import sandbox_reference
+from services.sandbox.core.pods import sandbox_reference
 
 __all__ = ["ClaimsPlan", "claim_name", "plan_claims"]
 

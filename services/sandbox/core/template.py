@@ -35,14 +35,14 @@ from api.agents import EXTENSIONS_GROUP, VERSION, SandboxTemplate
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, name_hash
 from services.runtime.cache import Json, ObjectKey, labels_of
 from services.runtime.reconcile import Action, Create, Delete, Patch, Plan, Replace
-from services.sandbox.objects import (
+from services.sandbox.core.objects import (
     Ownership,
     controller_reference,
     deleting,
     ownership,
     uid_of,
 )
-from services.sandbox.observation import TemplateObservation, network_policy_name
+from services.sandbox.core.observation import TemplateObservation, network_policy_name
 
 __all__ = [
     "desired_network_policy_spec",

@@ -6,7 +6,7 @@ the object was its key (the worker reconciled it) or when one of its actions nam
 explain reads every decision, not only those on the object's subjects.
 
 Each change is described against the previous version of the same incarnation (same uid) with
-:mod:`services.history.diffing`; a new uid under the same name is a new incarnation and starts
+:mod:`services.history.core.diffing`; a new uid under the same name is a new incarnation and starts
 over with "created". The diff needs the versions in the order the watcher saw them, which is
 stream order, so the timeline is built in stream order and only then sorted by time, as a
 reader expects; entries with the same time keep their stream order.
@@ -28,9 +28,9 @@ from events.types import (
     ObjectDeleted,
     ObjectModified,
 )
-from services.history.diffing import describe_changes, version_changes
-from services.history.folding import object_key
-from services.history.instants import format_age
+from services.history.core.diffing import describe_changes, version_changes
+from services.history.core.folding import object_key
+from services.history.core.instants import format_age
 from services.history.records import LogRecord
 from services.history.summaries import object_summary
 

@@ -57,11 +57,16 @@ from api.agents import GROUP, VERSION, Sandbox, SandboxStatus
 from api.keys import ANNOTATION_POD_NAME, ANNOTATION_TRACE_CONTEXT, name_hash
 from services.runtime.cache import Json, ObjectKey
 from services.runtime.reconcile import Action, Create, Patch, Plan, Step
-from services.sandbox.headless import ServicePlan, plan_service
-from services.sandbox.lifecycle import check_expiry, marked_expired, plan_expired, plan_mark_expired
-from services.sandbox.observation import SandboxObservation
-from services.sandbox.pods import PodPlan, plan_pod
-from services.sandbox.status import (
+from services.sandbox.core.headless import ServicePlan, plan_service
+from services.sandbox.core.lifecycle import (
+    check_expiry,
+    marked_expired,
+    plan_expired,
+    plan_mark_expired,
+)
+from services.sandbox.core.observation import SandboxObservation
+from services.sandbox.core.pods import PodPlan, plan_pod
+from services.sandbox.core.status import (
     CONDITION_FINISHED,
     CONDITION_POD_SCHEDULED,
     CONDITION_READY,
@@ -74,8 +79,8 @@ from services.sandbox.status import (
     with_pod_fields,
     with_service_fields,
 )
-from services.sandbox.validation import REASON_INVALID_SPEC, problems
-from services.sandbox.volumes import plan_claims
+from services.sandbox.core.validation import REASON_INVALID_SPEC, problems
+from services.sandbox.core.volumes import plan_claims
 
 __all__ = [
     "CONTROLLER_NAME",

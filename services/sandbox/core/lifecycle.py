@@ -24,9 +24,9 @@ from api.agents import Sandbox, SandboxStatus
 from api.meta import Condition
 from services.runtime.cache import Json, ObjectKey
 from services.runtime.reconcile import Action, Delete, Plan
-from services.sandbox.objects import Ownership, deleting, name_of, ownership, uid_of
-from services.sandbox.observation import SandboxObservation, resolve_pod_name
-from services.sandbox.status import (
+from services.sandbox.core.objects import Ownership, deleting, name_of, ownership, uid_of
+from services.sandbox.core.observation import SandboxObservation, resolve_pod_name
+from services.sandbox.core.status import (
     CONDITION_POD_SCHEDULED,
     CONDITION_READY,
     condition,
@@ -34,7 +34,7 @@ from services.sandbox.status import (
     set_conditions,
     status_patch,
 )
-from services.sandbox.validation import parse_time
+from services.sandbox.core.validation import parse_time
 
 __all__ = [
     "EXPIRED_REQUEUE",

@@ -63,7 +63,7 @@ from api.keys import (
 )
 from services.runtime.cache import Json, ObjectKey, labels_of, metadata_of
 from services.runtime.reconcile import Action, Create, Delete, Patch, SpanEvent, merge_patch
-from services.sandbox.objects import (
+from services.sandbox.core.objects import (
     Ownership,
     adoptable,
     annotations_of,
@@ -76,7 +76,7 @@ from services.sandbox.objects import (
     uid_of,
     with_controller,
 )
-from services.sandbox.status import PodFinding
+from services.sandbox.core.status import PodFinding
 
 __all__ = [
     "EVENT_EXISTING_POD",

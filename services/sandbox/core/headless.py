@@ -33,7 +33,7 @@ from api.agents import Sandbox, SandboxSpec
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH
 from services.runtime.cache import Json, ObjectKey, labels_of
 from services.runtime.reconcile import Action, Create, Delete, Patch, Replace, merge_patch
-from services.sandbox.objects import (
+from services.sandbox.core.objects import (
     Ownership,
     adoptable,
     deleting,
@@ -42,7 +42,7 @@ from services.sandbox.objects import (
     uid_of,
     with_controller,
 )
-from services.sandbox.pods import sandbox_reference
+from services.sandbox.core.pods import sandbox_reference
 
 __all__ = ["ServicePlan", "plan_service", "service_ports"]
 

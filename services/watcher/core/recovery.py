@@ -44,7 +44,7 @@ from events.envelope import ObjectKey
 from events.ids import ChangeEventId, ChangeKind, EventIdError, parse_change_event_id
 from events.types import ObjectAdded, ObjectDeleted, ObjectEvent
 from services.runtime.cache import compare_resource_versions
-from services.watcher.diffing import Seen
+from services.watcher.core.diffing import Seen
 
 __all__ = [
     "LOW_WATER_ANNOTATION",
