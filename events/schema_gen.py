@@ -92,6 +92,7 @@ _PARAMETERS: Final[dict[str, str]] = {
     ),
     "worker": "The worker that decided: sandbox, pool, claim or snapshot.",
     "templateHash": "The template's name hash, token-encoded.",
+    "pool": "The warm pool that made the sandbox, token-encoded (`=`: none).",
     "sandbox": "The sandbox (or pooled Pod) name, token-encoded like `name`.",
     "origin": "The original subject without its leading `sandbus.` (several tokens).",
 }
@@ -214,14 +215,15 @@ def asyncapi_document() -> dict[str, Any]:
             _OBJECT_PARAMETERS,
         ),
         "warmQueues": _channel(
-            "sandbus.warm.{namespace}.{templateHash}.{sandbox}",
+            "sandbus.warm.{namespace}.{templateHash}.{pool}.{sandbox}",
             "Warm queues",
             "One entry per adoptable sandbox in a work-queue stream; a second entry for the "
             "same sandbox is refused (JetStream error 10077). One durable pull consumer per "
-            "sandbus.warm.<namespace>.<templateHash>.* is shared by all claim workers; an "
+            "sandbus.warm.<namespace>.<templateHash>.<pool>.* (one queue per template and warm "
+            "pool; a claim names its pool) is shared by all claim workers; an "
             "entry is acked only after the adoption is committed.",
             ["warmQueued"],
-            ("namespace", "templateHash", "sandbox"),
+            ("namespace", "templateHash", "pool", "sandbox"),
         ),
         "deadLetters": _channel(
             "sandbus.dlq.{origin}",
@@ -314,7 +316,7 @@ event's `type` attribute; [{ASYNCAPI_FILE}]({ASYNCAPI_FILE}) describes the subje
 Subjects: `sandbus.events.<kind>.<namespace>.<name>`,
 `sandbus.decisions.<worker>.<kind>.<namespace>.<name>`,
 `sandbus.state.<kind>.<namespace>.<name>`,
-`sandbus.warm.<namespace>.<template-hash>.<sandbox>`, `sandbus.dlq.<original subject>`.
+`sandbus.warm.<namespace>.<template-hash>.<pool>.<sandbox>`, `sandbus.dlq.<original subject>`.
 Kinds are lower case; in names `.` is written `_` and other characters outside
 `A-Z a-z 0-9 -` as `=XX` per UTF-8 byte.
 """

@@ -169,16 +169,6 @@ class ObjectCache:
         """The object as the bus last showed it, ignoring our own writes' answers."""
         return self._observed.get(key)
 
-    def observed_owned_by(self, kind: str, owner_uid: str) -> list[Json]:
-        """Objects of ``kind`` the bus shows controlled by ``owner_uid``."""
-        found = []
-        for key in sorted(self._by_owner.get((kind, owner_uid), ())):
-            obj = self._observed.get(key)
-            owner = controller_of(obj) if obj is not None else None
-            if owner is not None and owner.get("uid") == owner_uid:
-                found.append(obj)
-        return found  # type: ignore[return-value]
-
     def __contains__(self, key: object) -> bool:
         return isinstance(key, ObjectKey) and self.get(key) is not None
 

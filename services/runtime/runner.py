@@ -46,11 +46,13 @@ Serve = Callable[[Settings], Coroutine[Any, Any, None]]
 SERVICES: dict[str, str] = {
     "watcher": "services.watcher.service:serve",
     "sandbox": "services.sandbox.service:serve",
+    "pool": "services.pool.service:serve",
 }
 """Service name → ``"module:function"`` of its ``serve(settings)``; each service adds itself."""
 
 WORKERS: dict[str, str] = {
     "sandbox": "services.sandbox.service:definition",
+    "pool": "services.pool.service:definition",
 }
 """Worker name → ``"module:function"`` returning its ``WorkerDefinition`` as the service
 configures it from the environment (what ``sandbus explain --rerun`` re-runs decisions with)."""

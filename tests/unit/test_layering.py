@@ -58,11 +58,12 @@ def test_each_contract_is_broken_by_the_import_it_forbids(tmp_path: Path) -> Non
     clean = lint_imports(tmp_path)
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
-    pool = tmp_path / "services" / "pool"
-    (pool / "core").mkdir(parents=True)
-    (pool / "__init__.py").write_text("import services.devcluster.cluster\n")
-    (pool / "core" / "__init__.py").write_text("")
-    (pool / "core" / "plan.py").write_text("import asyncio\n")
+    # A service package that does not exist yet, so that no contract can name it.
+    newcomer = tmp_path / "services" / "newcomer"
+    (newcomer / "core").mkdir(parents=True)
+    (newcomer / "__init__.py").write_text("import services.devcluster.cluster\n")
+    (newcomer / "core" / "__init__.py").write_text("")
+    (newcomer / "core" / "plan.py").write_text("import asyncio\n")
     (tmp_path / "api" / "upward.py").write_text("import services.cli\n")
     with (tmp_path / "services" / "sandbox" / "core" / "plan.py").open("a") as plan:
         plan.write("\nimport asyncio\n")
@@ -79,5 +80,5 @@ def test_each_contract_is_broken_by_the_import_it_forbids(tmp_path: Path) -> Non
         assert f"{name} BROKEN" in output, output
     # Both planners are named in the purity contract's report, the new one by the wildcard alone.
     purity = output[output.index(f"{expected[-1]}\n") :]
-    for planner in ("services.sandbox.core.plan", "services.pool.core.plan"):
+    for planner in ("services.sandbox.core.plan", "services.newcomer.core.plan"):
         assert f"{planner} -> asyncio" in purity, output

@@ -8,7 +8,8 @@ registers its own kinds with their executors in its
 :class:`~services.runtime.reconcile.worker.WorkerDefinition`, and an action whose type has no
 executor fails the pass instead of being guessed at.
 
-The runtime executes five kinds itself. Four are the writes a controller needs:
+The runtime executes five kinds itself, and one grouping. Four are the writes a controller
+needs:
 
 :class:`Create`
     POST a complete object. AlreadyExists is not a failure: the shell reads the existing object
@@ -25,7 +26,13 @@ The runtime executes five kinds itself. Four are the writes a controller needs:
     With optional ``uid``/``resourceVersion`` preconditions, so a delete decided on one
     incarnation of an object never removes its successor.
 
-The fifth, :class:`Ack`, acknowledges a message that a further input source (a warm-queue pull
+:class:`Enqueue` and :class:`Purge` put an entry on a warm queue and take entries off it (their
+executors are in :mod:`.warm`; a worker that uses them registers ``WARM_EXECUTORS``).
+
+:class:`Together` groups actions that run at the same time (the creates of a slow-start
+batch); the plan goes on after the group only if all of them succeeded.
+
+The last, :class:`Ack`, acknowledges a message that a further input source (a warm-queue pull
 consumer) delivered into this reconcile. Put it last: the shell stops at the first failed
 action, so a message is acked only once every write before it is committed
 (ack-after-commit), and a worker that dies before that leaves the message to be redelivered.
@@ -53,6 +60,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import msgspec
 
+from events.types import WarmQueued
 from services.runtime.cache import Json, ObjectKey, key_of
 
 __all__ = [
@@ -60,11 +68,15 @@ __all__ = [
     "Action",
     "Create",
     "Delete",
+    "Enqueue",
     "Patch",
     "Plan",
+    "Purge",
     "Replace",
     "SpanEvent",
     "Step",
+    "Together",
+    "flattened",
     "merge_patch",
     "plan_digest",
 ]
@@ -163,7 +175,55 @@ class Ack:
     verb = "ack"
 
 
-KUBERNETES_ACTIONS: tuple[type, ...] = (Create, Patch, Replace, Delete)
+@dataclass(frozen=True)
+class Enqueue:
+    """Queue ``entry``; ``target`` is the sandbox it offers."""
+
+    entry: WarmQueued
+    why: str = ""
+    step: str = ""
+    verb = "enqueue"
+
+    @property
+    def target(self) -> ObjectKey:
+        return ObjectKey(self.entry.kind, self.entry.namespace or "", self.entry.name)
+
+
+@dataclass(frozen=True)
+class Purge:
+    """Remove the warm stream's messages under ``subject`` (a wildcard filter: a queue)."""
+
+    subject: str
+    target: ObjectKey
+    why: str = ""
+    step: str = ""
+    verb = "purge"
+
+
+@dataclass(frozen=True)
+class Together:
+    """Actions carried out at the same time (upstream's slow-start batches: creates in
+    parallel). The plan goes on after the group only if every action in it succeeded."""
+
+    actions: tuple[Action, ...]
+    why: str = ""
+    step: str = ""
+    verb = "together"
+
+    @property
+    def target(self) -> ObjectKey:
+        return self.actions[0].target
+
+
+def flattened(actions: tuple[Action, ...]) -> list[Action]:
+    """The actions with every :class:`Together` group replaced by its members, in order."""
+    out: list[Action] = []
+    for action in actions:
+        if isinstance(action, Together):
+            out.extend(flattened(action.actions))
+        else:
+            out.append(action)
+    return out
 
 
 @dataclass(frozen=True)
@@ -215,23 +275,26 @@ def plan_digest(plan: Plan) -> str:
     the error and the memo. Prose (``why``, ``reason``) and tracing (``step``, ``steps``) are
     left out: a re-run that words its reasons differently still decides the same."""
     decided = {
-        "actions": [
-            {
-                "type": type(action).__name__,
-                **{
-                    field.name: getattr(action, field.name)
-                    for field in dataclasses.fields(action)
-                    if field.name not in ("why", "step")
-                },
-            }
-            for action in plan.actions
-        ],
+        "actions": [_decided(action) for action in plan.actions],
         "requeueAfter": plan.requeue_after,
         "error": plan.error,
         "memo": plan.memo,
     }
     canonical = msgspec.json.encode(decided, order="sorted")
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def _decided(action: Action) -> dict[str, Any]:
+    if isinstance(action, Together):
+        return {"type": "Together", "actions": [_decided(a) for a in action.actions]}
+    return {
+        "type": type(action).__name__,
+        **{
+            field.name: getattr(action, field.name)
+            for field in dataclasses.fields(action)
+            if field.name not in ("why", "step")
+        },
+    }
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Json:

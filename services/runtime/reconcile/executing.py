@@ -30,6 +30,9 @@ The answers of the Kubernetes API a controller must tell apart, and what each do
   plan stops there, and the key is retried with backoff. The error is kept for the next
   reconcile of that key, whose planner may report it (a status condition).
 
+A :class:`~services.runtime.reconcile.actions.Together` group runs its actions at the same
+time; each has its own outcome, and the plan stops after the group if any of them failed.
+
 ``may_act`` is asked before every action: a replica that lost its Lease stops in the middle of
 a plan rather than write as a leader it no longer is.
 
@@ -50,10 +53,19 @@ from opentelemetry.trace import Tracer
 from services.runtime.bus import BusConfig
 from services.runtime.cache import ObjectCache, ObjectKey, metadata_of
 from services.runtime.kube import KubeApi, KubeError
-from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Replace
+from services.runtime.reconcile.actions import (
+    Action,
+    Create,
+    Delete,
+    Patch,
+    Plan,
+    Replace,
+    Together,
+)
 from services.runtime.reconcile.tracing import StepSpans
 
 __all__ = [
+    "ALREADY_GONE",
     "RUNTIME_EXECUTORS",
     "ActionFailed",
     "ActionOutcome",
@@ -84,6 +96,10 @@ class Executed:
     """The answer showed the plan was made on stale state: stop and plan again now."""
 
 
+ALREADY_GONE = "already gone"
+"""The note of a delete that found its object gone: the goal is reached."""
+
+
 class ActionFailed(Exception):
     """An executor's way to say "this action did not happen", with the reason."""
 
@@ -101,6 +117,7 @@ class ActionOutcome:
     uncertain: bool = False
     """A failure that may still have taken effect (no answer: the request timed out, the
     connection broke) rather than a refusal."""
+    stale: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,30 +158,43 @@ async def _execute(
 ) -> Execution:
     outcomes: list[ActionOutcome] = []
     for action in plan.actions:
-        target = action.target
         steps.enter(action.step)
-        executor = executors.get(type(action))
-        try:
-            if executor is None:
-                raise ActionFailed(f"no executor is registered for {type(action).__name__}")
-            if not may_act():
-                raise ActionFailed("this replica does not lead any more")
-            done = await executor(action, context)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            text = str(error) or repr(error)
-            refused = isinstance(error, ActionFailed) or (
-                isinstance(error, KubeError) and error.status >= 400
-            )
-            outcomes.append(ActionOutcome(action, target, error=text, uncertain=not refused))
-            failure = f"{action.verb} {target}: {text}"
+        group = action.actions if isinstance(action, Together) else (action,)
+        done = await asyncio.gather(*(_one(a, executors, context, may_act) for a in group))
+        outcomes.extend(done)
+        failed = next((outcome for outcome in done if outcome.error is not None), None)
+        if failed is not None:
+            failure = f"{failed.action.verb} {failed.target}: {failed.error}"
             steps.failed(failure)
             return Execution(tuple(outcomes), error=failure)
-        outcomes.append(ActionOutcome(action, done.target or target, note=done.note))
-        if done.stale:
+        if any(outcome.stale for outcome in done):
             return Execution(tuple(outcomes), stale=True)
     return Execution(tuple(outcomes))
+
+
+async def _one(
+    action: Action,
+    executors: Mapping[type, Executor],
+    context: ExecutionContext,
+    may_act: Callable[[], bool],
+) -> ActionOutcome:
+    target = action.target
+    executor = executors.get(type(action))
+    try:
+        if executor is None:
+            raise ActionFailed(f"no executor is registered for {type(action).__name__}")
+        if not may_act():
+            raise ActionFailed("this replica does not lead any more")
+        done = await executor(action, context)
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        text = str(error) or repr(error)
+        refused = isinstance(error, ActionFailed) or (
+            isinstance(error, KubeError) and error.status >= 400
+        )
+        return ActionOutcome(action, target, error=text, uncertain=not refused)
+    return ActionOutcome(action, done.target or target, note=done.note, stale=done.stale)
 
 
 # -- the Kubernetes writes ------------------------------------------------------------------
@@ -196,7 +226,7 @@ async def _delete(action: Delete, context: ExecutionContext) -> Executed:
         if not error.not_found:
             raise
         context.cache.remember_gone(target)
-        return Executed(note="already gone")
+        return Executed(note=ALREADY_GONE)
     if answer.get("kind") == target.kind and metadata_of(answer).get("deletionTimestamp"):
         context.cache.remember(answer)
         return Executed(note="terminating")

@@ -14,9 +14,12 @@ until its informer has seen them. This module is that, with two differences that
 - **On the bus, not in memory.** The worker writes them to its memo stream *before* the
   writes they cover (write-ahead) and again with the uids once the writes answered, so a
   worker restarted or failed over in between still knows what it was waiting for. A create
-  whose answer never arrived (the worker died) is matched by name, or for ``generateName`` by
-  an owned object with that prefix created since; anything not seen within ``ttl`` lapses, as
-  upstream's five-minute expectation timeout.
+  whose answer never arrived (the worker died, the request timed out) is known by its name:
+  a planner that names its objects itself can simply issue that create again, which either
+  makes the object or answers AlreadyExists, and is never a second object. An entry for a
+  ``generateName`` create without an answer cannot be told apart from other objects; it waits
+  until it lapses. Anything not seen within ``ttl`` lapses, as upstream's five-minute
+  expectation timeout.
 
 Only the bus-observed state settles an expectation (never the worker's own read-your-writes
 entries): that is the point of having them. All of it is pure: the worker's shell
@@ -42,9 +45,6 @@ __all__ = [
 
 DEFAULT_TTL = timedelta(minutes=5)
 """How long an expectation waits for the bus (upstream's ExpectationsTimeout)."""
-
-_CLOCK_SLACK = timedelta(seconds=2)
-"""How much earlier than ``since`` an object's creationTimestamp may be (clocks differ)."""
 
 
 class Expected(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
@@ -76,6 +76,15 @@ class Expectations(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
         """The names of those with a known name."""
         return {e.name for e in self.entries if e.kind == kind and e.verb == verb and e.name}
 
+    def unanswered(self, kind: str) -> set[str]:
+        """The names of creates of ``kind`` that got no answer (their uid is unknown): the ones
+        a planner may issue again."""
+        return {
+            e.name
+            for e in self.entries
+            if e.kind == kind and e.verb == "create" and e.name and not e.uid
+        }
+
     def __bool__(self) -> bool:
         return bool(self.entries)
 
@@ -86,6 +95,7 @@ def expect(
     """``current`` plus an entry per create of an object this owner controls and per delete
     with a uid precondition, from a plan's actions (write-ahead: before they run)."""
     entries = list(current.entries) if current and current.owner_uid == owner_uid else []
+    known = {(e.verb, e.kind, e.namespace, e.name) for e in entries if e.name}
     for action in actions:
         body = getattr(action, "body", None)
         if getattr(action, "verb", "") == "create" and isinstance(body, Mapping):
@@ -93,6 +103,8 @@ def expect(
             if owner is None or owner.get("uid") != owner_uid:
                 continue
             key = key_of(body)
+            if key.name and ("create", key.kind, key.namespace, key.name) in known:
+                continue  # the same create again (its answer was lost): one entry
             entries.append(
                 Expected(
                     verb="create",
@@ -119,11 +131,17 @@ def expect(
 
 
 def answered(
-    expectations: Expectations, created: Iterable[Json], refused: Iterable[Json]
+    expectations: Expectations,
+    created: Iterable[Json],
+    refused: Iterable[Json],
+    gone: Iterable[str] = (),
 ) -> Expectations | None:
     """Fill in name and uid from the objects the API server returned for our creates, and drop
-    the entries of creates the server refused for certain (``refused``: their bodies)."""
-    entries = list(expectations.entries)
+    the entries of creates the server refused for certain (``refused``: their bodies) and of
+    deletes whose object was already gone (``gone``: uids; NotFound settles at once, upstream's
+    synthetic DeletionObserved)."""
+    vanished = set(gone)
+    entries = [e for e in expectations.entries if not (e.verb == "delete" and e.uid in vanished)]
     for obj in created:
         meta = metadata_of(obj)
         key = key_of(obj)
@@ -156,16 +174,13 @@ def answered(
 def settle(
     expectations: Expectations | None,
     observed: Callable[[ObjectKey], Json | None],
-    owned: Callable[[str, str], Iterable[Json]],
     now: datetime,
     ttl: timedelta = DEFAULT_TTL,
 ) -> Expectations | None:
-    """What is still expected, given what the bus shows (``observed(key)``; ``owned(kind,
-    owner_uid)``: the bus-observed objects this owner controls) and the time."""
+    """What is still expected, given what the bus shows (``observed(key)``) and the time."""
     if expectations is None:
         return None
     remaining: list[Expected] = []
-    matched: set[str] = {e.uid for e in expectations.entries if e.uid}
     for entry in expectations.entries:
         if now - entry.since > ttl:
             continue
@@ -179,36 +194,7 @@ def settle(
             if seen is None or (entry.uid and metadata_of(seen).get("uid") != entry.uid):
                 remaining.append(entry)
             continue
-        # A generateName create that never got its answer: any owned object with the prefix,
-        # created since, that no other entry accounts for.
-        found = next(
-            (
-                obj
-                for obj in owned(entry.kind, expectations.owner_uid)
-                if _unclaimed_match(obj, entry, matched)
-            ),
-            None,
-        )
-        if found is None:
-            remaining.append(entry)
-        else:
-            matched.add(str(metadata_of(found).get("uid") or ""))
+        remaining.append(entry)  # a generateName create without an answer: until it lapses
     if not remaining:
         return None
     return msgspec.structs.replace(expectations, entries=tuple(remaining))
-
-
-def _unclaimed_match(obj: Json, entry: Expected, matched: set[str]) -> bool:
-    meta = metadata_of(obj)
-    if str(meta.get("uid") or "") in matched:
-        return False
-    if not str(meta.get("name") or "").startswith(entry.generate_name):
-        return False
-    created = meta.get("creationTimestamp")
-    if not isinstance(created, str):
-        return True
-    try:
-        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError:
-        return True
-    return when >= entry.since - _CLOCK_SLACK

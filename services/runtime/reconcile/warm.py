@@ -1,12 +1,11 @@
-"""Warm-queue actions: what the pool and claim workers' plans do to the durable warm queues.
+"""The executors of the warm-queue actions, for a worker to register (:data:`WARM_EXECUTORS`);
+the action kinds themselves are planner vocabulary, in :mod:`.actions`.
 
-Two action kinds with their executors, for a worker to register (:data:`WARM_EXECUTORS`):
-
-:class:`Enqueue`
+:class:`~.actions.Enqueue`
     Put one adoptable sandbox's entry (a ``WarmQueued`` event) on its queue subject. The warm
     stream holds at most one message per subject and refuses a second one (JetStream error
     10077), so an entry already queued is not a failure: the action notes "already queued".
-:class:`Purge`
+:class:`~.actions.Purge`
     Remove what the queue holds under a subject: one entry (a ghost, a sandbox adopted or gone)
     or, with a wildcard filter, a whole queue (its template or last pool was deleted).
 
@@ -18,40 +17,13 @@ with an :class:`~services.runtime.reconcile.actions.Ack`, after the adoption's w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from events.codec import nats_subject
-from events.types import WarmQueued
 from services.runtime.bus import enqueue_warm
-from services.runtime.cache import ObjectKey
+from services.runtime.reconcile.actions import Enqueue, Purge
 from services.runtime.reconcile.executing import ActionFailed, Executed, ExecutionContext, Executor
 
-__all__ = ["WARM_EXECUTORS", "Enqueue", "Purge"]
-
-
-@dataclass(frozen=True)
-class Enqueue:
-    """Queue ``entry``; ``target`` is the sandbox it offers."""
-
-    entry: WarmQueued
-    why: str = ""
-    step: str = ""
-    verb = "enqueue"
-
-    @property
-    def target(self) -> ObjectKey:
-        return ObjectKey(self.entry.kind, self.entry.namespace or "", self.entry.name)
-
-
-@dataclass(frozen=True)
-class Purge:
-    """Remove the warm stream's messages under ``subject`` (a wildcard filter: a queue)."""
-
-    subject: str
-    target: ObjectKey
-    why: str = ""
-    step: str = ""
-    verb = "purge"
+__all__ = ["WARM_EXECUTORS"]
 
 
 async def _enqueue(action: Enqueue, context: ExecutionContext) -> Executed:
@@ -70,4 +42,4 @@ async def _purge(action: Purge, context: ExecutionContext) -> Executed:
 
 
 WARM_EXECUTORS: Mapping[type, Executor] = {Enqueue: _enqueue, Purge: _purge}
-"""Register these in a worker's definition to use :class:`Enqueue` and :class:`Purge`."""
+"""Register these in a worker's definition to use ``Enqueue`` and ``Purge``."""

@@ -79,8 +79,9 @@ from services.runtime.bus import BusConfig, publish_event
 from services.runtime.cache import Change, Json, ObjectCache, ObjectKey, metadata_of
 from services.runtime.cancellation import supervise
 from services.runtime.kube import KubeApi
-from services.runtime.reconcile.actions import Ack, Create, Plan, plan_digest
+from services.runtime.reconcile.actions import Ack, Create, Delete, Plan, flattened, plan_digest
 from services.runtime.reconcile.executing import (
+    ALREADY_GONE,
     RUNTIME_EXECUTORS,
     ActionFailed,
     Executed,
@@ -353,7 +354,6 @@ class Worker:
         expectations = settle(
             record.expectations if record else None,
             self.cache.observed,
-            self.cache.observed_owned_by,
             now,
             timedelta(seconds=self.settings.expectations_ttl),
         )
@@ -411,7 +411,7 @@ class Worker:
         if getattr(reconciler, "expects", False):
             owner_uid = str(metadata_of(self.cache.get(key) or {}).get("uid") or "")
             if owner_uid:
-                expectations = expect(expectations, owner_uid, plan.actions, now)
+                expectations = expect(expectations, owner_uid, flattened(plan.actions), now)
         memo = msgspec.to_builtins(plan.memo) if plan.memo is not None else None
         try:
             await self._remember(key, memo, expectations)
@@ -436,16 +436,24 @@ class Worker:
                     )
         return execution
 
-    def _answers(self, plan: Plan, execution: Execution) -> tuple[list[Json], list[Json]]:
-        """The objects our creates returned, and the bodies of creates that surely did not
-        happen (refused, or never attempted after an earlier failure)."""
+    def _answers(
+        self, plan: Plan, execution: Execution
+    ) -> tuple[list[Json], list[Json], list[str]]:
+        """The objects our creates returned, the bodies of creates that surely did not happen
+        (refused, or never attempted after an earlier failure), and the uids our deletes found
+        already gone."""
         created: list[Json] = []
         refused: list[Json] = []
+        gone: list[str] = []
         done = {id(outcome.action): outcome for outcome in execution.outcomes}
-        for action in plan.actions:
+        for action in flattened(plan.actions):
+            outcome = done.get(id(action))
+            if isinstance(action, Delete):
+                if outcome is not None and outcome.note == ALREADY_GONE and action.uid:
+                    gone.append(action.uid)
+                continue
             if not isinstance(action, Create):
                 continue
-            outcome = done.get(id(action))
             if outcome is None:
                 refused.append(action.body)
             elif outcome.error is None:
@@ -454,7 +462,7 @@ class Worker:
                     created.append(obj)
             elif not outcome.uncertain:
                 refused.append(action.body)
-        return created, refused
+        return created, refused, gone
 
     async def _remember(self, key: ObjectKey, memo: Any, expectations: Expectations | None) -> None:
         record = KeyRecord(

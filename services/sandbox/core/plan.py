@@ -49,13 +49,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import msgspec
 
-from api.agents import GROUP, VERSION, Sandbox, SandboxStatus
+from api.agents import Sandbox, SandboxStatus
 from api.keys import ANNOTATION_POD_NAME, ANNOTATION_TRACE_CONTEXT, name_hash
 from services.runtime.cache import Json, ObjectKey
+from services.runtime.kube_events import event_about
 from services.runtime.reconcile import Action, Create, Patch, Plan, Step
 from services.sandbox.core.headless import ServicePlan, plan_service
 from services.sandbox.core.lifecycle import (
@@ -312,38 +313,22 @@ def _report(
         current = condition(sandbox, CONDITION_READY)
         if current is None or current.reason != "MultiplePods":
             actions.append(
-                Create(multiple_pods_event(sandbox, multiple, now), why="warn about MultiplePods")
+                Create(
+                    multiple_pods_event(observation.sandbox or {}, multiple, now),
+                    why="warn about MultiplePods",
+                )
             )
     ready = next(value for value in values if value.type == CONDITION_READY)
     return actions, ready
 
 
-def multiple_pods_event(sandbox: Sandbox, message: str, now: datetime) -> Json:
-    """The Warning an events.k8s.io recorder would write; named like client-go names events
-    (``<object>.<unix nanoseconds in hex>``), from the planner's clock."""
-    nanos = int(now.astimezone(UTC).timestamp() * 1_000_000_000)
-    name = sandbox.metadata.name or ""
-    suffix = f".{nanos:x}"
-    return {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {
-            "name": name[: 253 - len(suffix)] + suffix,
-            "namespace": sandbox.metadata.namespace,
-        },
-        "eventTime": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "reportingController": CONTROLLER_NAME,
-        "reportingInstance": CONTROLLER_NAME,
-        "action": "Reconciling",
-        "reason": "MultiplePods",
-        "note": message,
-        "type": "Warning",
-        "regarding": {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Sandbox",
-            "name": name,
-            "namespace": sandbox.metadata.namespace,
-            "uid": sandbox.metadata.uid,
-            "resourceVersion": sandbox.metadata.resource_version,
-        },
-    }
+def multiple_pods_event(sandbox: Json, message: str, now: datetime) -> Json:
+    """The Warning an events.k8s.io recorder would write about ``sandbox``."""
+    return event_about(
+        sandbox,
+        reason="MultiplePods",
+        note=message,
+        type="Warning",
+        now=now,
+        controller=CONTROLLER_NAME,
+    )

@@ -62,7 +62,7 @@ def test_kubernetes_names_with_dots_round_trip_through_event_subjects(name: str)
     assert parse_event_subject(subject) == ("sandbox", "team-a", name)
     assert parse_state_subject(state_subject("Sandbox", "team-a", name)).name == name
     assert parse_decision_subject(decision_subject("claim", "Pod", "ns", name)).name == name
-    assert parse_warm_subject(warm_subject("ns", "a1b2", name)).sandbox == name
+    assert parse_warm_subject(warm_subject("ns", "a1b2", "pool.x", name)).sandbox == name
 
 
 @given(k8s_name, k8s_name)
@@ -133,7 +133,7 @@ def test_builders_refuse_missing_identity() -> None:
     with pytest.raises(SubjectError):
         decision_subject("", "Pod", "ns", "name")
     with pytest.raises(SubjectError):
-        warm_subject("ns", "", "name")
+        warm_subject("ns", "", "pool", "name")
 
 
 def test_event_filters_select_by_any_combination_of_kind_namespace_and_name() -> None:
@@ -165,19 +165,28 @@ def test_state_and_decision_filters_follow_the_same_rules() -> None:
 
 
 def test_warm_queue_filter_selects_exactly_one_queue() -> None:
-    entry = warm_subject("default", "abc123", "python-7xk2f")
-    assert matches(warm_queue_filter("default", "abc123"), entry)
-    assert not matches(warm_queue_filter("default", "abc12"), entry)
-    assert not matches(warm_queue_filter("other", "abc123"), entry)
+    entry = warm_subject("default", "abc123", "python", "python-7xk2f")
+    assert matches(warm_queue_filter("default", "abc123", "python"), entry)
+    assert not matches(warm_queue_filter("default", "abc123", "other-pool"), entry)
+    assert not matches(warm_queue_filter("default", "abc12", "python"), entry)
+    assert not matches(warm_queue_filter("other", "abc123", "python"), entry)
+    assert matches(warm_queue_filter("default", "abc123"), entry), "every pool of the template"
+    parsed = parse_warm_subject(entry)
+    assert (parsed.template_hash, parsed.pool, parsed.sandbox) == (
+        "abc123",
+        "python",
+        "python-7xk2f",
+    )
 
 
 def test_warm_consumer_names_are_valid_and_unique_per_queue() -> None:
     names = {
-        warm_consumer_name("a-b", "c"),
-        warm_consumer_name("a", "b-c"),
-        warm_consumer_name("a.b", "c"),
+        warm_consumer_name("a-b", "c", "p"),
+        warm_consumer_name("a", "b-c", "p"),
+        warm_consumer_name("a.b", "c", "p"),
+        warm_consumer_name("a.b", "c", "q"),
     }
-    assert len(names) == 3
+    assert len(names) == 4
     assert all(not re.search(r"[.*>\s/\\]", name) for name in names)
 
 

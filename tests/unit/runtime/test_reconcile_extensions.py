@@ -358,25 +358,36 @@ def test_expectations_count_creates_until_the_bus_shows_them() -> None:
     learned = answered(expected, [child("w-a", uid="a"), child("w-b", uid="b")], [])
     assert learned is not None and learned.pending_names("Pod") == {"w-a", "w-b"}
     bus = {ObjectKey("Pod", "ns", "w-a"): child("w-a", uid="a")}
-    still = settle(learned, bus.get, lambda kind, owner: list(bus.values()), NOW)
+    still = settle(learned, bus.get, NOW)
     assert still is not None and still.pending_names("Pod") == {"w-b"}
     bus[ObjectKey("Pod", "ns", "w-b")] = child("w-b", uid="b")
-    assert settle(still, bus.get, lambda kind, owner: list(bus.values()), NOW) is None
+    assert settle(still, bus.get, NOW) is None
 
 
-def test_a_create_whose_answer_was_lost_is_matched_by_prefix_once() -> None:
+def test_a_generated_name_without_an_answer_waits_until_it_lapses() -> None:
+    """Another owned object with the prefix may be anyone's: it settles nothing."""
     expected = expect(None, "owner-uid", [Create(generated()), Create(generated())], NOW)
     bus = {ObjectKey("Pod", "ns", "w-a"): child("w-a", uid="a")}
-    old = child("w-old", uid="old", created=NOW - timedelta(hours=1))
-    still = settle(expected, bus.get, lambda kind, owner: [old, *bus.values()], NOW)
-    assert still is not None and still.pending("Pod") == 1, "one match each; old ones none"
+    still = settle(expected, bus.get, NOW + timedelta(minutes=4))
+    assert still is not None and still.pending("Pod") == 2
+    assert settle(expected, bus.get, NOW + timedelta(minutes=6)) is None
+
+
+def test_a_named_create_without_an_answer_can_be_issued_again_as_one_entry() -> None:
+    named = generated()
+    named["metadata"] = {**named["metadata"], "name": "w-1"}
+    del named["metadata"]["generateName"]
+    expected = expect(None, "owner-uid", [Create(named)], NOW)
+    assert expected is not None and expected.unanswered("Pod") == {"w-1"}
+    again = expect(expected, "owner-uid", [Create(named)], NOW)
+    assert again is not None and len(again.entries) == 1
 
 
 def test_refused_creates_are_not_expected_and_expectations_lapse() -> None:
     expected = expect(None, "owner-uid", [Create(generated())], NOW)
     assert expected is not None
     assert answered(expected, [], [generated()]) is None
-    assert settle(expected, {}.get, lambda k, o: [], NOW + timedelta(minutes=6)) is None
+    assert settle(expected, {}.get, NOW + timedelta(minutes=6)) is None
 
 
 def test_a_create_for_another_owner_is_not_ours_to_expect() -> None:

@@ -1,0 +1,1 @@
+"""The pool worker: agent-sandbox's SandboxWarmPool controller, driven by the bus."""

@@ -1,0 +1,1 @@
+"""The pool worker's functional core: pure planners and the decisions they share (no I/O)."""

@@ -1,0 +1,119 @@
+"""``plan_member``: the warm queues' producer side, one pool member at a time (spec/agent-sandbox.md
+§5, upstream ``sandboxEventHandler``; the queue itself is durable here, not memory).
+
+A member is *adoptable* while a SandboxWarmPool controls it, it is not being deleted, it carries
+the pool and template-ref-hash labels, and it is Ready: what a claim can take and use at once.
+Then it has exactly one entry on its queue, ``sandbus.warm.<ns>.<template-ref-hash>.<pool>.
+<sandbox>``, the entry naming the incarnation (uid, resourceVersion) that was adoptable. When it
+stops being adoptable (deleted, adopted by a claim, no longer Ready) its entry is purged: a
+claim worker drops a ghost it pops anyway, but an entry that stays would be popped for nothing.
+
+The memo remembers which incarnation was queued on which subject, so a pass over an unchanged
+member writes nothing, and the purge knows its subject after the labels are gone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, LABEL_WARM_POOL_SANDBOX
+from events.codec import nats_subject
+from events.types import WarmEntry, warm_queued_event
+from services.runtime.cache import (
+    Json,
+    ObjectCache,
+    ObjectKey,
+    controller_of,
+    labels_of,
+    metadata_of,
+)
+from services.runtime.reconcile import Plan
+from services.runtime.reconcile.actions import Enqueue, Purge
+
+__all__ = ["MemberMemo", "MemberObservation", "observe_member", "plan_member"]
+
+SOURCE = "/sandbus/pool"
+
+
+class MemberMemo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    uid: str
+    subject: str
+
+
+class MemberObservation(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    sandbox: Json | None
+    memo: MemberMemo | None = None
+
+
+def observe_member(
+    key: ObjectKey, cache: ObjectCache, memo: MemberMemo | None
+) -> MemberObservation:
+    return MemberObservation(
+        namespace=key.namespace, name=key.name, sandbox=cache.get(key), memo=memo
+    )
+
+
+def _ready(obj: Json) -> bool:
+    for entry in (obj.get("status") or {}).get("conditions") or ():
+        if entry.get("type") == "Ready":
+            return entry.get("status") == "True"
+    return False
+
+
+def _pool_of(sandbox: Json | None) -> str | None:
+    """The name of the SandboxWarmPool that may offer ``sandbox`` to claims, if it may."""
+    if sandbox is None or metadata_of(sandbox).get("deletionTimestamp"):
+        return None
+    owner = controller_of(sandbox)
+    if owner is None or owner.get("kind") != "SandboxWarmPool":
+        return None
+    labels = labels_of(sandbox)
+    if not labels.get(LABEL_WARM_POOL_SANDBOX) or not labels.get(LABEL_SANDBOX_TEMPLATE_REF_HASH):
+        return None
+    if not _ready(sandbox):
+        return None
+    return str(owner.get("name") or "") or None
+
+
+def plan_member(obs: MemberObservation, now: datetime) -> Plan:
+    key = ObjectKey("Sandbox", obs.namespace, obs.name)
+    sandbox = obs.sandbox
+    pool = _pool_of(sandbox)
+    if pool is None or sandbox is None:
+        if obs.memo is None:
+            return Plan(reason="not adoptable")
+        return Plan(
+            actions=(Purge(obs.memo.subject, key, why="no longer adoptable"),),
+            reason="not adoptable any more: its queue entry goes",
+        )
+    meta = metadata_of(sandbox)
+    uid = str(meta.get("uid") or "")
+    if obs.memo is not None and obs.memo.uid == uid:
+        return Plan(reason=f"queued on {obs.memo.subject}", memo=obs.memo)
+    entry = warm_queued_event(
+        "Sandbox",
+        obs.namespace,
+        obs.name,
+        WarmEntry(
+            uid=uid,
+            resource_version=str(meta.get("resourceVersion") or ""),
+            template_hash=str(labels_of(sandbox)[LABEL_SANDBOX_TEMPLATE_REF_HASH]),
+            pool=pool,
+        ),
+        time=now,
+        source=SOURCE,
+    )
+    subject = nats_subject(entry)
+    actions: list[Enqueue | Purge] = []
+    if obs.memo is not None and obs.memo.subject != subject:
+        actions.append(Purge(obs.memo.subject, key, why="an earlier incarnation's entry"))
+    actions.append(Enqueue(entry, why="adoptable: Ready and held by its pool"))
+    return Plan(
+        actions=tuple(actions),
+        reason=f"adoptable from pool {pool}",
+        memo=MemberMemo(uid=uid, subject=subject),
+    )

@@ -1,0 +1,112 @@
+"""What the pool planner looks at, read from the worker's cache into one value.
+
+Everything :func:`~services.pool.core.plan.plan_pool` decides from: the pool, its template, the
+Sandboxes that carry the pool's label (members, adopted orphans, foreign ones it must ignore),
+the Pods of those members (for the Unschedulable hold), the creates and deletes the runtime
+still expects to see, the pool's memo (refill tokens, replenish hold, the NotProgressing
+state) and the pool worker's settings. ``observe_pool`` is the only reader of the cache.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from api.keys import ANNOTATION_POD_NAME, LABEL_WARM_POOL_SANDBOX, name_hash
+from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
+from services.runtime.reconcile.expectations import Expectations
+
+__all__ = ["PoolMemo", "PoolObservation", "PoolSettings", "observe_pool"]
+
+
+class PoolSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The pool worker's flags (upstream's names in the comments)."""
+
+    max_batch: int = 300
+    """--sandbox-warm-pool-max-batch-size: creates or deletes per pass."""
+    readiness_grace: float = 300.0
+    """--sandbox-warm-pool-readiness-grace-period: how long a member may stay not Ready."""
+    unschedulable_recheck: float = 60.0
+    """--sandbox-warm-pool-unschedulable-recheck-interval."""
+    replenish_delay: float = 0.0
+    """--sandbox-warm-pool-replenish-delay: hold a refill this long after the pool shrank."""
+    max_refill_rate: float = 0.0
+    """--sandbox-warm-pool-max-refill-rate: creates per second (0: unlimited)."""
+    eviction: bool = True
+    """--enable-warm-pool-eviction: members carry the autoscaler's safe-to-evict marker."""
+
+
+class PoolMemo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """What a pool's passes hand to each other (kept per pool on the bus by the runtime)."""
+
+    not_progressing: bool = False
+    """WarmPoolNotProgressing was reported and not yet cleared."""
+    tokens: float | None = None
+    tokens_at: datetime | None = None
+    """The refill bucket: tokens left, and when it was last filled (None: full)."""
+    hold_since: datetime | None = None
+    hold_members: int | None = None
+    """The replenish hold: since when the pool has been short, and how many members it had
+    then (a further drop re-arms the hold)."""
+    next_member: int = 0
+    """How many member names this pool has handed out (the next one's number)."""
+
+
+class PoolObservation(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    pool: Json | None
+    template: Json | None = None
+    members: tuple[Json, ...] = ()
+    """Sandboxes labelled for this pool, by name."""
+    pods: dict[str, Json] = {}
+    """The members' Pods by name (a member's Pod is named by its pod-name annotation)."""
+    expectations: Expectations | None = None
+    memo: PoolMemo | None = None
+    settings: PoolSettings = PoolSettings()
+    last_error: str | None = None
+
+
+def pod_name_of(sandbox: Json) -> str:
+    meta = metadata_of(sandbox)
+    annotations = meta.get("annotations") or {}
+    return str(annotations.get(ANNOTATION_POD_NAME) or meta.get("name") or "")
+
+
+def observe_pool(
+    key: ObjectKey,
+    cache: ObjectCache,
+    *,
+    settings: PoolSettings,
+    expectations: Expectations | None = None,
+    memo: PoolMemo | None = None,
+    last_error: str | None = None,
+) -> PoolObservation:
+    pool = cache.get(key)
+    if pool is None:
+        return PoolObservation(namespace=key.namespace, name=key.name, pool=None)
+    spec: Any = pool.get("spec") or {}
+    ref = str((spec.get("sandboxTemplateRef") or {}).get("name") or "")
+    template = cache.get(ObjectKey("SandboxTemplate", key.namespace, ref)) if ref else None
+    members = tuple(
+        cache.by_label("Sandbox", key.namespace, LABEL_WARM_POOL_SANDBOX, name_hash(key.name))
+    )
+    pods: dict[str, Json] = {}
+    for member in members:
+        pod = cache.get(ObjectKey("Pod", key.namespace, pod_name_of(member)))
+        if pod is not None:
+            pods[str(metadata_of(pod).get("name"))] = pod
+    return PoolObservation(
+        namespace=key.namespace,
+        name=key.name,
+        pool=pool,
+        template=template,
+        members=members,
+        pods=pods,
+        expectations=expectations,
+        memo=memo,
+        settings=settings,
+        last_error=last_error,
+    )

@@ -1,0 +1,130 @@
+"""The pool worker as the reconciler runtime sees it: what it follows, what wakes what, and its
+two reconcilers.
+
+``SandboxWarmPool`` keys are reconciled by :func:`~services.pool.core.plan.plan_pool` (fill,
+replenish, rollout, stuck GC, scale-down), with the runtime's expectations of its creates and
+deletes (``expects = True``): the pool never counts a lagging view of its own writes short, even
+across a restart or a failover, because the expectations live on the bus.
+
+``Sandbox`` keys are reconciled by :func:`~services.pool.core.members.plan_member`: the warm
+queues' producer side, each member's entry enqueued or purged.
+
+Following upstream's watches (spec/agent-sandbox.md §4.1): a pool's change wakes it; a
+Sandbox's change wakes the pool that controls it, the pool whose label it carries (an orphan
+it may adopt) and the Sandbox's own member key; a template's change wakes every pool in its
+namespace that references it; a Pod's change wakes the pool of the Sandbox that controls it
+(the Unschedulable hold reads it). Sandboxes are indexed by the pool label, pools by template.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar
+
+from api.agents import GROUP
+from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
+from services.pool.core.members import MemberMemo, MemberObservation, observe_member, plan_member
+from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings, observe_pool
+from services.pool.core.plan import plan_pool
+from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of, labels_of
+from services.runtime.reconcile import Plan
+from services.runtime.reconcile.warm import WARM_EXECUTORS
+from services.runtime.reconcile.worker import Observed, WorkerDefinition
+
+__all__ = [
+    "WATCHED_KINDS",
+    "WORKER_NAME",
+    "MemberReconciler",
+    "PoolReconciler",
+    "pool_worker",
+    "wakes",
+]
+
+WORKER_NAME = "pool"
+WATCHED_KINDS = ("SandboxWarmPool", "SandboxTemplate", "Sandbox", "Pod")
+
+
+@dataclass(frozen=True)
+class PoolReconciler:
+    settings: PoolSettings = field(default_factory=PoolSettings)
+    kind: str = field(default="SandboxWarmPool", init=False)
+    expects: ClassVar[bool] = True
+    memo_type: ClassVar[type] = PoolMemo
+
+    def observe(self, key: ObjectKey, observed: Observed) -> PoolObservation:
+        return observe_pool(
+            key,
+            observed.cache,
+            settings=self.settings,
+            expectations=observed.expectations,
+            memo=observed.memo,
+            last_error=observed.last_error,
+        )
+
+    def plan(self, inputs: PoolObservation, now: datetime) -> Plan:
+        return plan_pool(inputs, now)
+
+
+@dataclass(frozen=True)
+class MemberReconciler:
+    kind: str = field(default="Sandbox", init=False)
+    memo_type: ClassVar[type] = MemberMemo
+
+    def observe(self, key: ObjectKey, observed: Observed) -> MemberObservation:
+        return observe_member(key, observed.cache, observed.memo)
+
+    def plan(self, inputs: MemberObservation, now: datetime) -> Plan:
+        return plan_member(inputs, now)
+
+
+def _controlling_pool(obj: Json, namespace: str) -> ObjectKey | None:
+    owner = controller_of(obj)
+    if owner is None or owner.get("kind") != "SandboxWarmPool":
+        return None
+    return ObjectKey("SandboxWarmPool", namespace, str(owner.get("name") or ""))
+
+
+def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
+    key = key_of(obj, kind)
+    if kind == "SandboxWarmPool":
+        yield key
+    elif kind == "SandboxTemplate":
+        for pool in cache.objects("SandboxWarmPool", key.namespace):
+            ref = ((pool.get("spec") or {}).get("sandboxTemplateRef") or {}).get("name")
+            if ref == key.name:
+                yield key_of(pool, "SandboxWarmPool")
+    elif kind == "Sandbox":
+        yield key
+        owner = _controlling_pool(obj, key.namespace)
+        if owner is not None:
+            yield owner
+        labelled = labels_of(obj).get(LABEL_WARM_POOL_SANDBOX)
+        if labelled:
+            for candidate in cache.objects("SandboxWarmPool", key.namespace):
+                pool_key = key_of(candidate, "SandboxWarmPool")
+                if name_hash(pool_key.name) == labelled and pool_key != owner:
+                    yield pool_key
+    elif kind == "Pod":
+        sandbox_ref = controller_of(obj)
+        if sandbox_ref is None or sandbox_ref.get("kind") != "Sandbox":
+            return
+        if str(sandbox_ref.get("apiVersion") or "").split("/")[0] != GROUP:
+            return
+        name = str(sandbox_ref.get("name") or "")
+        sandbox = cache.get(ObjectKey("Sandbox", key.namespace, name))
+        owning = _controlling_pool(sandbox, key.namespace) if sandbox is not None else None
+        if owning is not None:
+            yield owning
+
+
+def pool_worker(settings: PoolSettings | None = None) -> WorkerDefinition:
+    return WorkerDefinition(
+        name=WORKER_NAME,
+        reconcilers=(PoolReconciler(settings or PoolSettings()), MemberReconciler()),
+        watched_kinds=WATCHED_KINDS,
+        wakes=wakes,
+        label_indexes=(("Sandbox", LABEL_WARM_POOL_SANDBOX),),
+        executors=WARM_EXECUTORS,
+    )

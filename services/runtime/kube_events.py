@@ -1,0 +1,57 @@
+"""Kubernetes Events (``events.k8s.io/v1``) as a controller's recorder writes them, built purely.
+
+A planner that reports something to a person (a Warning "MultiplePods", a pool that stopped
+progressing) returns the Event as a :class:`~services.runtime.reconcile.actions.Create`; this
+builds its body the way client-go's recorder names and fills it: ``<object>.<unix nanoseconds
+in hex>``, from the planner's clock, so the same pass makes the same Event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from services.runtime.cache import Json, metadata_of
+
+__all__ = ["event_about"]
+
+
+def event_about(
+    obj: Mapping[str, Any],
+    *,
+    reason: str,
+    note: str,
+    type: Literal["Normal", "Warning"],
+    now: datetime,
+    controller: str,
+    action: str = "Reconciling",
+) -> Json:
+    """The Event ``controller`` records about ``obj`` at ``now``."""
+    meta = metadata_of(obj)
+    nanos = int(now.astimezone(UTC).timestamp() * 1_000_000_000)
+    name = str(meta.get("name") or "")
+    suffix = f".{nanos:x}"
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {
+            "name": name[: 253 - len(suffix)] + suffix,
+            "namespace": meta.get("namespace"),
+        },
+        "eventTime": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": controller,
+        "reportingInstance": controller,
+        "action": action,
+        "reason": reason,
+        "note": note,
+        "type": type,
+        "regarding": {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "name": name,
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+    }

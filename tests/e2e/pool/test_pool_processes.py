@@ -1,0 +1,196 @@
+"""End to end: SandboxWarmPools through the watcher, the sandbox worker and the pool worker as
+their own processes, on the development cluster, with the pool worker killed (SIGKILL) and
+failed over in the middle of a fill.
+
+What must hold (upstream #1215, a pool over-creating from a stale cache): with the cluster's
+watch delivery slowed, so that the pool worker's view lags its own writes, a pool of 300 is
+filled with exactly 300 creates, across a kill and restart of the pool worker, and across a
+failover to its standby; the development cluster's record of every commit is the reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
+from services.devcluster import DevCluster, LatencyModel, SimulationSettings
+from services.runtime.cache import ObjectKey
+from services.runtime.kube import KubeApi, KubeError
+from services.runtime.lease import holder_of
+from services.runtime.natsd import NatsServer
+from tests.component.sandbox.conftest import FAST_KUBELET, NS, api_client, condition, until
+from tests.component.watcher.harness import ClusterHistory
+from tests.e2e.services import log_tails, service
+
+pytestmark = pytest.mark.slow
+
+Json = dict[str, Any]
+SIZE = 300
+
+
+def template_body(name: str = "tpl", image: str = "python:3.12", **annotations: str) -> Json:
+    pod_template: Json = {"spec": {"containers": [{"name": "app", "image": image}]}}
+    if annotations:
+        pod_template["metadata"] = {"annotations": annotations}
+    return {
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxTemplate",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"podTemplate": pod_template},
+    }
+
+
+def pool_body(name: str, replicas: int, template: str = "tpl", strategy: str | None = None) -> Json:
+    spec: Json = {"replicas": replicas, "sandboxTemplateRef": {"name": template}}
+    if strategy:
+        spec["updateStrategy"] = {"type": strategy}
+    return {
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxWarmPool",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
+
+
+def creates_of(history: ClusterHistory, pool: str) -> int:
+    wanted = name_hash(pool)
+    return sum(
+        1
+        for change in history.of(["Sandbox"])
+        if change.type == "ADDED" and change.labels.get(LABEL_WARM_POOL_SANDBOX) == wanted
+    )
+
+
+async def members(kube: KubeApi, pool: str) -> list[Json]:
+    wanted = name_hash(pool)
+    return [
+        s
+        for s in await kube.list("Sandbox", NS)
+        if (s["metadata"].get("labels") or {}).get(LABEL_WARM_POOL_SANDBOX) == wanted
+        and not s["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def ready_members(kube: KubeApi, pool: str) -> int:
+    return sum(
+        1 for s in await members(kube, pool) if condition(s) == ("True", "DependenciesReady")
+    )
+
+
+async def pool_status(kube: KubeApi, pool: str) -> Json:
+    return (await kube.get(ObjectKey("SandboxWarmPool", NS, pool))).get("status") or {}
+
+
+@asynccontextmanager
+async def cluster_world(
+    tmp_path: Path, *, watch_lag: tuple[float, float] = (0.0, 0.0), nodes: int = 3
+) -> AsyncIterator[tuple[NatsServer, DevCluster, KubeApi, Path, ClusterHistory]]:
+    simulation = SimulationSettings(
+        nodes=nodes, pod_ready_delay=0.05, options={"kubelet": dict(FAST_KUBELET)}
+    )
+    latency = LatencyModel(read=(0.0, 0.0), write=(0.0, 0.0), watch=watch_lag)
+    history = ClusterHistory()
+    async with (
+        NatsServer(store_dir=tmp_path / "nats") as nats_server,
+        DevCluster(port=0, latency=latency, simulation=simulation) as cluster,
+        api_client(cluster, tmp_path, "test") as client,
+    ):
+        cluster.store.subscribe(None, history.sink)
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        yield nats_server, cluster, KubeApi(client, field_manager="e2e-test"), kubeconfig, history
+
+
+async def lease_holder(kube: KubeApi, name: str) -> str | None:
+    try:
+        return holder_of(await kube.get(ObjectKey("Lease", NS, name))) or None
+    except KubeError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+POOL_ENV = {"SANDBUS_POOL_LEASE_SECONDS": "2"}
+
+
+async def test_a_lagging_view_across_a_kill_and_a_failover_creates_exactly_the_pool(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    async with cluster_world(tmp_path, watch_lag=(0.2, 0.5)) as (
+        nats_server,
+        _,
+        kube,
+        kubeconfig,
+        history,
+    ):
+        url = nats_server.url
+
+        def pool_replica(identity: str, log_name: str):  # type: ignore[no-untyped-def]
+            return service(
+                "pool",
+                url,
+                kubeconfig,
+                logs,
+                env={**POOL_ENV, "SANDBUS_IDENTITY": identity},
+                log_name=log_name,
+            )
+
+        try:
+            async with (
+                service("watcher", url, kubeconfig, logs),
+                service("sandbox", url, kubeconfig, logs),
+            ):
+                await kube.create(template_body())
+                # A kill in the middle of the fill, then a restart.
+                async with pool_replica("p1", "pool-1") as first:
+                    await kube.create(pool_body("kill", SIZE))
+
+                    async def some() -> bool:
+                        return creates_of(history, "kill") >= 20
+
+                    await until(some, within=60)
+                    first.send_signal(signal.SIGKILL)
+                    await first.wait()
+                assert creates_of(history, "kill") < SIZE, "killed mid-fill"
+                async with pool_replica("p2", "pool-2"):
+
+                    async def full() -> bool:
+                        return await ready_members(kube, "kill") == SIZE
+
+                    await until(full, within=240, interval=1.0)
+                    await asyncio.sleep(3)  # a late over-create would show by now
+                    assert creates_of(history, "kill") == SIZE
+                    status = await pool_status(kube, "kill")
+                    assert (status.get("replicas"), status.get("readyReplicas")) == (SIZE, SIZE)
+
+                    # Scale down: the newest go first.
+                    newest_first = sorted(
+                        await members(kube, "kill"),
+                        key=lambda s: (s["metadata"]["creationTimestamp"], s["metadata"]["name"]),
+                    )
+                    await kube.patch(
+                        ObjectKey("SandboxWarmPool", NS, "kill"), {"spec": {"replicas": 50}}
+                    )
+
+                    async def shrunk() -> bool:
+                        return len(await members(kube, "kill")) == 50
+
+                    await until(shrunk, within=120, interval=0.5)
+                    kept = {s["metadata"]["name"] for s in await members(kube, "kill")}
+                    oldest = [s["metadata"]["creationTimestamp"] for s in newest_first]
+                    cutoff = oldest[49]
+                    assert all(
+                        s["metadata"]["creationTimestamp"] <= cutoff
+                        for s in newest_first
+                        if s["metadata"]["name"] in kept
+                    ), "the oldest were kept"
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
