@@ -61,7 +61,7 @@ def _number(env: Mapping[str, str], name: str, default: float, *, integer: bool 
 
 
 def settings_from(env: Mapping[str, str]) -> PoolSettings:
-    eviction = env.get(_PREFIX + "EVICTION", "true").strip().lower()
+    eviction = env.get(_PREFIX + "EVICTION", "").strip().lower() or "true"
     if eviction not in ("true", "false"):
         raise ValueError(f"{_PREFIX}EVICTION={eviction!r}: expected true or false")
     defaults = PoolSettings()

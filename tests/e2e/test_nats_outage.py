@@ -1,10 +1,10 @@
-"""End to end: NATS stopped and started again on the same port and store, under the watcher and
-the sandbox worker as their own processes; and NATS gone for good under services that were
-given a short reconnect budget.
+"""End to end: NATS stopped and started again on the same port and store, under the watcher, the
+sandbox worker and the pool worker as their own processes; and NATS gone for good under services
+that were given a short reconnect budget.
 
 What must hold: after an outage every service serves again (Sandboxes created after NATS
-returned become Ready); a service whose connection is gone for good exits non-zero, so that
-Kubernetes restarts it, instead of staying alive doing nothing.
+returned become Ready, a pool created then fills); a service whose connection is gone for good
+exits non-zero, so that Kubernetes restarts it, instead of staying alive doing nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +29,19 @@ from tests.e2e.services import log_tails, service
 
 pytestmark = pytest.mark.slow
 
+TEMPLATE = {
+    "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+    "kind": "SandboxTemplate",
+    "metadata": {"name": "tpl", "namespace": NS},
+    "spec": {"podTemplate": {"spec": {"containers": [{"name": "app", "image": "busybox"}]}}},
+}
+POOL = {
+    "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+    "kind": "SandboxWarmPool",
+    "metadata": {"name": "warm", "namespace": NS},
+    "spec": {"replicas": 2, "sandboxTemplateRef": {"name": "tpl"}},
+}
+
 
 async def ready(kube: KubeApi, names: list[str]) -> bool:
     found = {s["metadata"]["name"]: s for s in await kube.list("Sandbox", NS)}
@@ -50,6 +63,7 @@ async def test_every_service_serves_again_after_nats_returns(tmp_path: Path) -> 
             async with (
                 service("watcher", nats_server.url, kubeconfig, logs) as watcher,
                 service("sandbox", nats_server.url, kubeconfig, logs) as worker,
+                service("pool", nats_server.url, kubeconfig, logs) as pool,
             ):
                 before = [f"before-{i}" for i in range(3)]
                 for name in before:
@@ -64,7 +78,19 @@ async def test_every_service_serves_again_after_nats_returns(tmp_path: Path) -> 
                 for name in after:
                     await kube.create(sandbox_body(name))
                 await until(lambda: ready(kube, after), within=60, interval=0.2)
-                assert watcher.returncode is None and worker.returncode is None
+                await kube.create(TEMPLATE)
+                await kube.create(POOL)
+
+                async def pool_ready() -> bool:
+                    members = [
+                        s["metadata"]["name"]
+                        for s in await kube.list("Sandbox", NS)
+                        if s["metadata"]["name"].startswith("warm-")
+                    ]
+                    return len(members) == 2 and await ready(kube, members)
+
+                await until(pool_ready, within=60, interval=0.2)
+                assert all(p.returncode is None for p in (watcher, worker, pool))
         except AssertionError as failure:
             raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
 
@@ -84,6 +110,7 @@ async def test_a_service_whose_connection_is_gone_for_good_exits_non_zero(tmp_pa
             async with (
                 service("watcher", nats_server.url, kubeconfig, logs, env=budget) as watcher,
                 service("sandbox", nats_server.url, kubeconfig, logs, env=budget) as worker,
+                service("pool", nats_server.url, kubeconfig, logs, env=budget) as pool,
             ):
                 # Serving first: a Sandbox reaches the sandbox worker through the watcher.
                 await kube.create(sandbox_body("first", replicas=0))
@@ -95,9 +122,9 @@ async def test_a_service_whose_connection_is_gone_for_good_exits_non_zero(tmp_pa
                 await until(seen, within=60)
                 await asyncio.to_thread(nats_server.stop)
                 async with asyncio.timeout(30):
-                    codes = await asyncio.gather(watcher.wait(), worker.wait())
+                    codes = await asyncio.gather(watcher.wait(), worker.wait(), pool.wait())
                 assert all(code not in (0, None) for code in codes), codes
-            for name in ("watcher", "sandbox"):
+            for name in ("watcher", "sandbox", "pool"):
                 assert "NATS unreachable for more than 2 s" in (logs / f"{name}.log").read_text()
         except AssertionError as failure:
             raise AssertionError(f"{failure}\n{log_tails(logs)}") from None

@@ -6,6 +6,7 @@ every service), kubectl, and the tail command, exactly as the README tells a use
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -43,6 +44,31 @@ def _wait_for_file(path: Path, process: subprocess.Popen[bytes], timeout: float)
         time.sleep(0.05)
 
 
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+
+
+def _kubectl(
+    state: Path, tmp_path: Path, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """kubectl against the cluster of `sandbus up --dir state`, as the README shows."""
+    return subprocess.run(
+        [
+            KUBECTL,
+            "--kubeconfig",
+            str(state / "kubeconfig"),
+            "--cache-dir",
+            str(tmp_path / "kube-cache"),
+            *args,
+        ],
+        input=input.encode() if input is not None else None,
+        capture_output=True,
+        env=_env(),
+        timeout=60,
+        check=False,
+    )
+
+
 @pytest.fixture
 def sandbus_up(tmp_path: Path) -> Iterator[Path]:
     state = tmp_path / "state"
@@ -65,27 +91,10 @@ def sandbus_up(tmp_path: Path) -> Iterator[Path]:
 def test_a_sandbox_created_with_kubectl_shows_up_in_events_tail(
     sandbus_up: Path, tmp_path: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    kubeconfig = str(sandbus_up / "kubeconfig")
+    env = _env()
     nats_url = (sandbus_up / "nats-url").read_text().strip()
 
-    applied = subprocess.run(
-        [
-            KUBECTL,
-            "--kubeconfig",
-            kubeconfig,
-            "--cache-dir",
-            str(tmp_path / "kube-cache"),
-            "apply",
-            "-f",
-            "-",
-        ],
-        input=SANDBOX.encode(),
-        capture_output=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    applied = _kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=SANDBOX)
     assert applied.returncode == 0, applied.stderr.decode()
     assert b"sandbox.agents.x-k8s.io/hello-up created" in applied.stdout
 
@@ -114,3 +123,57 @@ def test_a_sandbox_created_with_kubectl_shows_up_in_events_tail(
         except subprocess.TimeoutExpired:
             tail.kill()
             tail.wait()
+
+
+WARM_POOL = """
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxTemplate
+metadata:
+  name: scaled
+spec:
+  podTemplate:
+    spec:
+      containers:
+        - name: main
+          image: busybox
+---
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata:
+  name: scaled
+spec:
+  replicas: 2
+  sandboxTemplateRef:
+    name: scaled
+"""
+
+
+def _pool_size(state: Path, tmp_path: Path) -> tuple[int, int | None]:
+    """How many Sandboxes the pool ``scaled`` has, and how many its status reports."""
+    pool = _kubectl(state, tmp_path, "get", "sandboxwarmpool/scaled", "-o", "json")
+    assert pool.returncode == 0, pool.stderr.decode()
+    status = json.loads(pool.stdout).get("status") or {}
+    selector = status.get("selector")
+    if not selector:
+        return 0, status.get("replicas")
+    listed = _kubectl(state, tmp_path, "get", "sandboxes", "-l", selector, "-o", "json")
+    assert listed.returncode == 0, listed.stderr.decode()
+    return len(json.loads(listed.stdout)["items"]), status.get("replicas")
+
+
+def _wait_for_size(state: Path, tmp_path: Path, size: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while (seen := _pool_size(state, tmp_path)) != (size, size):
+        assert time.monotonic() < deadline, f"not {size} members within {timeout}s: {seen}"
+        time.sleep(0.2)
+
+
+def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> None:
+    applied = _kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=WARM_POOL)
+    assert applied.returncode == 0, applied.stderr.decode()
+    _wait_for_size(sandbus_up, tmp_path, 2, timeout=60)
+
+    scaled = _kubectl(sandbus_up, tmp_path, "scale", "sandboxwarmpool/scaled", "--replicas=4")
+    assert scaled.returncode == 0, scaled.stderr.decode()
+    assert b"sandboxwarmpool.extensions.agents.x-k8s.io/scaled scaled" in scaled.stdout
+    _wait_for_size(sandbus_up, tmp_path, 4, timeout=60)

@@ -109,7 +109,9 @@ def plan_member(obs: MemberObservation, now: datetime) -> Plan:
     )
     subject = nats_subject(entry)
     actions: list[Enqueue | Purge] = []
-    if obs.memo is not None and obs.memo.subject != subject:
+    if obs.memo is not None:
+        # Even on the same subject: the stream refuses a second entry there, so the earlier
+        # incarnation's would stay and stand for this one.
         actions.append(Purge(obs.memo.subject, key, why="an earlier incarnation's entry"))
     actions.append(Enqueue(entry, why="adoptable: Ready and held by its pool"))
     return Plan(

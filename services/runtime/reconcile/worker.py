@@ -357,6 +357,11 @@ class Worker:
             now,
             timedelta(seconds=self.settings.expectations_ttl),
         )
+        owner_uid = metadata_of(self.cache.get(key) or {}).get("uid")
+        if expectations is not None and expectations.owner_uid != owner_uid:
+            # Another incarnation's (the owner was deleted, or recreated under its name):
+            # not this one's to wait for, and forgotten with the next pass's memory.
+            expectations = None
         memory = self._memory.get(key)
         return Observed(
             cache=self.cache,

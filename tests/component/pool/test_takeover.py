@@ -1,0 +1,189 @@
+"""sandbus's pool worker taking over SandboxWarmPools from agent-sandbox's Go controller: the
+pool, its template and its members exist already, written exactly as upstream writes them
+(spec/agent-sandbox.md §4.3, ``buildSandboxCR``), when the pool worker first starts; the
+development cluster, NATS, the watcher, the sandbox worker and the pool worker in this process.
+
+What must hold, under either update strategy: upstream's members are sandbus's members. None is
+deleted, none recreated, none added; the pool reports them as its replicas, Ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from nats.js import JetStreamContext
+
+from api.keys import name_hash
+from services.devcluster import DevCluster
+from services.pool.core.hashes import blueprint_hash, pod_template_hash
+from services.pool.core.plan import CONTROLLER_NAME
+from services.pool.worker import pool_worker
+from services.runtime.bus import BusConfig
+from services.runtime.cache import ObjectKey
+from services.runtime.kube import KubeApi
+from services.runtime.reconcile.worker import Worker, WorkerSettings
+from tests.component.sandbox.conftest import (
+    NS,
+    Json,
+    api_client,
+    bounded,
+    cluster_and_watcher,
+    condition,
+    running,
+    sandbox_worker_running,
+    until,
+)
+from tests.component.watcher.harness import record_history
+
+POOL = "upstream-pool"
+TEMPLATE = "upstream-tpl"
+MEMBERS = ("upstream-pool-b7x2k", "upstream-pool-q9dmf", "upstream-pool-4hzrt")
+"""Names as the API server generates them for ``generateName: upstream-pool-``."""
+
+
+def template_body() -> Json:
+    return {
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxTemplate",
+        "metadata": {"name": TEMPLATE, "namespace": NS},
+        "spec": {
+            "podTemplate": {"spec": {"containers": [{"name": "app", "image": "python:3.12"}]}}
+        },
+    }
+
+
+def pool_body(strategy: str) -> Json:
+    return {
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxWarmPool",
+        "metadata": {"name": POOL, "namespace": NS},
+        "spec": {
+            "replicas": len(MEMBERS),
+            "sandboxTemplateRef": {"name": TEMPLATE},
+            "updateStrategy": {"type": strategy},
+        },
+    }
+
+
+def upstream_member(name: str, pool: Json, template: Json) -> Json:
+    """A member as upstream's ``buildSandboxCR`` makes it from ``template`` (as the API server
+    serves it), written out by hand rather than by sandbus's own builder."""
+    labels = {
+        "agents.x-k8s.io/warm-pool-sandbox": name_hash(POOL),
+        "agents.x-k8s.io/sandbox-template-ref-hash": name_hash(TEMPLATE),
+        "agents.x-k8s.io/sandbox-pod-template-hash": pod_template_hash(template["spec"]),
+        "agents.x-k8s.io/sandbox-template-hash": blueprint_hash(template["spec"]),
+    }
+    return {
+        "apiVersion": "agents.x-k8s.io/v1beta1",
+        "kind": "Sandbox",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {
+                **labels,
+                "agents.x-k8s.io/launch-type": "warm",
+                "agents.x-k8s.io/created-by": "controller",
+            },
+            "annotations": {"agents.x-k8s.io/sandbox-template-ref": TEMPLATE},
+            "ownerReferences": [
+                {
+                    "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+                    "kind": "SandboxWarmPool",
+                    "name": POOL,
+                    "uid": pool["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "podTemplate": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+                },
+                "spec": {
+                    # Go marshals the typed container: an empty resources struct included.
+                    "containers": [{"name": "app", "image": "python:3.12", "resources": {}}],
+                    "automountServiceAccountToken": False,
+                    "dnsPolicy": "None",
+                    "dnsConfig": {"nameservers": ["8.8.8.8", "1.1.1.1"]},
+                },
+            }
+        },
+    }
+
+
+@contextlib.asynccontextmanager
+async def pool_worker_running(
+    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
+) -> AsyncIterator[Worker]:
+    async with bounded(
+        api_client(cluster, tmp_path, "pool"), "the pool worker's API client"
+    ) as client:
+        worker = Worker(
+            pool_worker(),
+            js=js,
+            api=KubeApi(client, field_manager=CONTROLLER_NAME),
+            bus=bus,
+            settings=WorkerSettings(concurrency=4, max_delay=2.0),
+        )
+        async with running(worker.run(), "pool worker") as task:
+            async with asyncio.timeout(20):
+                while not worker.feed.loaded.is_set():
+                    if task.done():
+                        task.result()
+                    await asyncio.sleep(0.02)
+            yield worker
+
+
+@pytest.mark.parametrize("strategy", ["Recreate", "OnReplenish"])
+async def test_upstream_members_are_kept_as_they_are(
+    nats_url: str, tmp_path: Path, strategy: str
+) -> None:
+    async with cluster_and_watcher(nats_url, tmp_path) as (cluster, _, js, bus):
+        history = record_history(cluster)
+        async with bounded(
+            api_client(cluster, tmp_path, "test"), "the test's API client"
+        ) as client:
+            kube = KubeApi(client, field_manager="e2e-test")
+            template = await kube.create(template_body())
+            pool = await kube.create(pool_body(strategy))
+            uids = {}
+            for name in MEMBERS:
+                created = await kube.create(upstream_member(name, pool, template))
+                uids[name] = created["metadata"]["uid"]
+
+            async with (
+                sandbox_worker_running(cluster, js, bus, tmp_path),
+                pool_worker_running(cluster, js, bus, tmp_path),
+            ):
+
+                async def reported() -> Json:
+                    status = (await kube.get(ObjectKey("SandboxWarmPool", NS, POOL))).get("status")
+                    ready = (status or {}).get("readyReplicas") == len(MEMBERS)
+                    return status if ready else {}
+
+                status = await until(reported, within=20, interval=0.1)
+                assert status["replicas"] == len(MEMBERS)
+                assert status["selector"] == f"agents.x-k8s.io/warm-pool-sandbox={name_hash(POOL)}"
+                await asyncio.sleep(2)  # a late delete or create would show by now
+
+                sandboxes = await kube.list("Sandbox", NS)
+                assert {s["metadata"]["name"]: s["metadata"]["uid"] for s in sandboxes} == uids
+                assert all(condition(s) == ("True", "DependenciesReady") for s in sandboxes)
+                assert all(
+                    s["metadata"]["ownerReferences"][0]["uid"] == pool["metadata"]["uid"]
+                    for s in sandboxes
+                )
+                written = [
+                    (change.type, change.name)
+                    for change in history.of(["Sandbox"])
+                    if change.type != "MODIFIED"
+                ]
+                assert written == [("ADDED", name) for name in MEMBERS], "no delete, no create"
