@@ -7,7 +7,6 @@ import copy
 from typing import Any
 
 import pytest
-from services.pool.core.hashes import blueprint_hash, pod_template_hash
 
 from api.keys import (
     ANNOTATION_SAFE_TO_EVICT,
@@ -21,6 +20,7 @@ from api.keys import (
     name_hash,
 )
 from services.pool.core.blueprint import BLUEPRINT_FIELDS, pool_sandbox, pool_selector
+from services.pool.core.hashes import blueprint_hash, pod_template_hash
 from services.pool.core.secure_defaults import apply_secure_defaults
 
 POOL = "test-pool"
