@@ -113,7 +113,7 @@ async def test_a_service_whose_connection_is_gone_for_good_exits_non_zero(tmp_pa
                 service("pool", nats_server.url, kubeconfig, logs, env=budget) as pool,
             ):
                 # Serving first: a Sandbox reaches the sandbox worker through the watcher.
-                await kube.create(sandbox_body("first", replicas=0))
+                await kube.create(sandbox_body("first", operatingMode="Suspended"))
 
                 async def seen() -> bool:
                     found = await kube.list("Sandbox", NS)

@@ -75,7 +75,7 @@ def child_of(template: Json) -> Json:
             ],
         },
         "spec": {
-            "replicas": 0,
+            "operatingMode": "Suspended",
             "podTemplate": {"spec": {"containers": [{"name": "app", "image": "busybox"}]}},
         },
     }

@@ -4,7 +4,7 @@ Its work items come from a further input source: a JetStream work-queue stream o
 (``toy.requests.<namespace>.<name>``, JSON ``{"image": ...}``), each joined to the key
 ``Sandbox/<namespace>/<name>``. A request is served by three actions, in this order:
 
-1. create the Sandbox (replicas 0: no Pod, so no kubelet is involved) unless the cache has it;
+1. create the Sandbox (Suspended: no Pod, so no kubelet is involved) unless the cache has it;
 2. a custom action, :class:`Receipt`, with its own executor: publish a receipt to
    ``toy.receipts.<namespace>.<name>`` (deduplicated by the request's token);
 3. ack the request.
@@ -84,7 +84,7 @@ def toy_sandbox(key: ObjectKey, image: str) -> Json:
         "kind": "Sandbox",
         "metadata": {"name": key.name, "namespace": key.namespace, "labels": {"toy": "yes"}},
         "spec": {
-            "replicas": 0,
+            "operatingMode": "Suspended",
             "podTemplate": {"spec": {"containers": [{"name": "app", "image": image}]}},
         },
     }

@@ -279,11 +279,12 @@ async def test_a_recreated_pool_is_not_held_by_its_predecessors_entries() -> Non
 
 async def test_a_key_being_reconciled_is_not_handed_to_a_second_task() -> None:
     """Upstream TestWarmPoolExpectations_ConcurrentTryExpect (one winner among concurrent
-    raises) and ConcurrentMixedOps (race-free under load). Upstream needs a lock because
-    several reconciles of one pool, and the watch handlers, touch its record at once. Here a
-    pool's expectations are read and written only by the reconcile of its own key, and the work
-    queue never hands a key that is being reconciled to a second task: adds meanwhile only mark
-    it to be reconciled once more afterwards. One writer per key at a time: no lock."""
+    raises) and TestWarmPoolExpectations_ConcurrentMixedOps (race-free under load). Upstream
+    needs a lock because several reconciles of one pool, and the watch handlers, touch its
+    record at once. Here a pool's expectations are read and written only by the reconcile of its
+    own key, and the work queue never hands a key that is being reconciled to a second task:
+    adds meanwhile only mark it to be reconciled once more afterwards. One writer per key at a
+    time: no lock."""
     queue: WorkQueue[ObjectKey] = WorkQueue()
     queue.add(POOL)
     key, _ = await queue.get()

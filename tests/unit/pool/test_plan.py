@@ -441,3 +441,48 @@ def test_decisions_say_why() -> None:
 
 def test_the_pool_key_is_the_decision_subject() -> None:
     assert ObjectKey("SandboxWarmPool", NS, "pool") == POOL
+
+
+def test_a_dns_policy_change_rolls_out_under_recreate_in_two_passes() -> None:
+    """Upstream TestReconcilePool_TemplateUpdate_DNSPolicy: under Recreate, changing the
+    template's dnsPolicy (Unmanaged network policy, so no secure DNS default) replaces every
+    member: the first pass deletes, the next creates the replacements with the new policy."""
+    spec = {"networkPolicyManagement": "Unmanaged"}
+    w = PoolWorld().add(pool(2, strategy="Recreate"), template(**spec))
+    tpl = w.objects[ObjectKey("SandboxTemplate", NS, "tpl")]
+    tpl["spec"]["podTemplate"]["spec"]["dnsPolicy"] = "Default"
+    w.member("a")
+    w.member("b")
+    assert not deletes(w.plan()), "members match the template"
+    tpl["spec"]["podTemplate"]["spec"]["dnsPolicy"] = "ClusterFirst"
+    first = w.plan()
+    assert len(deletes(first)) == 2 and not sandbox_creates(first)
+    w.apply(first)
+    second = w.plan()
+    created = sandbox_creates(second)
+    assert len(created) == 2
+    assert all(
+        c.body["spec"]["podTemplate"]["spec"]["dnsPolicy"] == "ClusterFirst" for c in created
+    )
+
+
+def test_the_replenish_hold_follows_the_members() -> None:
+    """Upstream TestObserveMembersForReplenish: disabled (delay 0) keeps no state; the hold arms
+    when the pool is short, re-arms when it shrinks further, and is forgotten once the pool is
+    full again; and stuck GC runs while the hold lasts (TestReconcilePoolReplenishDelay)."""
+    assert world(replicas=3).plan(PoolSettings()).memo is None or (
+        world(replicas=3).plan(PoolSettings()).memo.hold_since is None  # type: ignore[union-attr]
+    )
+    settings = PoolSettings(replenish_delay=30.0, readiness_grace=10.0)
+    w = world(replicas=2)
+    w.member("a")
+    w.member("stuck", ready_status="False", age=60)
+    armed = w.plan(settings)
+    assert [d.target.name for d in deletes(armed)] == ["stuck"], "GC runs during the hold"
+    w.apply(armed)
+    held = w.plan(settings, memo=armed.memo)
+    assert held.memo is not None and held.memo.hold_since is not None
+    assert not sandbox_creates(held)
+    w.member("b")
+    full = w.plan(settings, memo=held.memo)
+    assert full.memo is None or full.memo.hold_since is None, "full again: the hold is forgotten"
