@@ -20,6 +20,11 @@ Each is the same read, :func:`read_to_end`:
   consumer rather than guess: messages may have expired meanwhile (the state table's
   deletion tombstones have a TTL).
 
+:func:`push_to_end` is the same read for a large one, a worker's state table on start: the
+server pushes the messages to a callback (with flow control, so a slow reader slows the server
+instead of losing messages), which spares nats-py's per-message fetch machinery and reads
+about twice as fast.
+
 Every step raises a cancellation that nats-py lost on the way
 (:func:`~services.runtime.cancellation.honour_lost_cancellation`), so a service that stops
 while reading stops at once.
@@ -27,9 +32,10 @@ while reading stops at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -40,7 +46,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from services.runtime.cancellation import honour_lost_cancellation
 
-__all__ = ["FETCH_BATCH", "filter_fields", "read_to_end"]
+__all__ = ["FETCH_BATCH", "filter_fields", "push_to_end", "read_to_end"]
 
 FETCH_BATCH: Final = 1000
 """Messages asked for per fetch."""
@@ -139,5 +145,84 @@ async def read_to_end(
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
     finally:
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(stream, name)
+
+
+_IDLE_HEARTBEAT: Final = 1.0
+"""Seconds of silence after which the server says it is still there (and :func:`push_to_end`
+asks whether anything is still pending: messages may expire before they are delivered)."""
+
+
+async def push_to_end(
+    js: JetStreamContext,
+    stream: str,
+    filters: Sequence[str],
+    handle: Callable[[Msg], Awaitable[None]],
+    *,
+    deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
+    name_prefix: str = "sandbus-push",
+) -> int:
+    """Hand every stored message of ``stream`` under ``filters`` to ``handle``, oldest first,
+    up to the end; returns how many. ``handle`` runs for one message at a time, in order; a
+    heartbeat queues behind the messages before it, so the end is never declared while some
+    are still waiting to be handled."""
+    nc = js._nc  # the connection the context publishes on: its inbox, its subscription
+    inbox = nc.new_inbox()
+    done = asyncio.Event()
+    handled = 0
+    failure: list[BaseException] = []
+
+    async def on_message(msg: Msg) -> None:
+        nonlocal handled
+        if msg.headers and msg.headers.get("Status") == "100":  # flow control or heartbeat
+            if msg.reply:
+                await msg.respond(b"")
+            elif not done.is_set():
+                done.set()  # a heartbeat: the server has nothing more to push right now
+            return
+        try:
+            await handle(msg)
+        except Exception as error:
+            failure.append(error)
+            done.set()
+            return
+        handled += 1
+        if msg.metadata.num_pending == 0:
+            done.set()
+
+    subscription = await nc.subscribe(inbox, cb=on_message)
+    name = f"{name_prefix}-{secrets.token_hex(6)}"
+    try:
+        info = await js.add_consumer(
+            stream,
+            config=ConsumerConfig(
+                name=name,
+                deliver_subject=inbox,
+                ack_policy=AckPolicy.NONE,
+                inactive_threshold=_INACTIVE_THRESHOLD,
+                mem_storage=True,
+                num_replicas=1,
+                flow_control=True,
+                idle_heartbeat=_IDLE_HEARTBEAT,
+                **filter_fields(filters),
+                **_start(deliver_policy, None, None),
+            ),
+        )
+        honour_lost_cancellation()
+        if int(info.num_pending or 0) == 0:
+            return 0
+        while True:
+            await done.wait()
+            honour_lost_cancellation()
+            if failure:
+                raise failure[0]
+            # Done, or a heartbeat: ask whether anything is still pending to be sure.
+            if int((await js.consumer_info(stream, name)).num_pending or 0) == 0:
+                return handled
+            done.clear()
+    finally:
+        with contextlib.suppress(Exception):
+            await subscription.unsubscribe()
         with contextlib.suppress(Exception):
             await js.delete_consumer(stream, name)

@@ -9,7 +9,7 @@ never lists Kubernetes; it reads the bus:
    exists (a restart) it resumes from its ack floor, so nothing that happened while the worker
    was down is skipped.
 2. **Then the state table.** A read to the end with ``DeliverPolicy.LAST_PER_SUBJECT`` over
-   ``sandbus.state.<kind>.>`` (:func:`services.runtime.streams.read_to_end`) delivers the
+   ``sandbus.state.<kind>.>`` (:func:`services.runtime.streams.push_to_end`) delivers the
    latest event of every object, which fills the cache. Because the durable existed before
    this read began, a change is either already in the state table when it is read or
    delivered by the durable afterwards; the margin covers
@@ -49,7 +49,7 @@ from events.types import Event, ObjectAdded, ObjectDeleted, ObjectEvent, ObjectM
 from services.runtime.bus import BusConfig, dead_letter
 from services.runtime.cancellation import stop_tasks
 from services.runtime.consume import ConsumeStats, consume_events
-from services.runtime.streams import read_to_end
+from services.runtime.streams import push_to_end
 
 __all__ = ["BusFeed", "durable_name"]
 
@@ -145,15 +145,20 @@ class BusFeed:
     async def load_state(self) -> int:
         """Deliver the latest event of every object of our kinds; returns how many."""
         delivered = 0
-        async for msg in read_to_end(
+
+        async def take(msg: Msg) -> None:
+            nonlocal delivered
+            if await self._take(msg):
+                delivered += 1
+
+        await push_to_end(
             self.js,
             self.bus.state_stream,
             [state_filter(kind) for kind in self.kinds],
+            take,
             deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
             name_prefix=f"{self.durable}-state",
-        ):
-            if await self._take(msg):
-                delivered += 1
+        )
         return delivered
 
     # -- step 3 -----------------------------------------------------------------------------

@@ -12,6 +12,10 @@ at a time, as often as needed and no more:
 - :meth:`WorkQueue.backoff` schedules a failed key with per-key exponential backoff
   (``base_delay`` doubling up to ``max_delay``, controller-runtime's 5 ms and 1000 s by
   default); :meth:`WorkQueue.forget` resets it after a success.
+- Two lanes. A key added with ``background=True`` (the pass every key gets after a worker
+  loads the state table) waits behind every other key: a restarted worker with 10,000 objects
+  serves a change that just happened before it goes over the ones that did not change. A
+  background key that an event asks for meanwhile moves to the front lane.
 
 Concurrency across keys is bounded by the number of tasks that call :meth:`WorkQueue.get`.
 """
@@ -46,6 +50,9 @@ class WorkQueue(Generic[K]):
         self.max_delay = max_delay
         self._max_triggers = max_triggers
         self._ready: deque[K] = deque()
+        self._background: deque[K] = deque()
+        self._lane: dict[K, deque[K]] = {}
+        """The lane each waiting key is in (a lane may also hold stale copies: skipped)."""
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._triggers: dict[K, list[str]] = {}
@@ -58,8 +65,9 @@ class WorkQueue(Generic[K]):
 
     # -- adding -----------------------------------------------------------------------------
 
-    def add(self, key: K, trigger: str | None = None) -> None:
-        """Ask for a reconcile of ``key``; ``trigger`` is the id of the event that asks."""
+    def add(self, key: K, trigger: str | None = None, *, background: bool = False) -> None:
+        """Ask for a reconcile of ``key``; ``trigger`` is the id of the event that asks;
+        ``background`` puts it behind every key added without."""
         if self._shut_down:
             return
         if trigger:
@@ -68,11 +76,17 @@ class WorkQueue(Generic[K]):
                 triggers.append(trigger)
                 del triggers[: -self._max_triggers]
         if key in self._dirty:
+            if not background and self._lane.get(key) is self._background:
+                self._lane[key] = self._ready  # its copy in the background lane is skipped
+                self._ready.append(key)
+                self._wake_one()
             return
         self._dirty.add(key)
         self._idle.clear()
         if key not in self._processing:
-            self._ready.append(key)
+            lane = self._background if background else self._ready
+            self._lane[key] = lane
+            lane.append(key)
             self._wake_one()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -114,7 +128,10 @@ class WorkQueue(Generic[K]):
 
     async def get(self) -> tuple[K, tuple[str, ...]]:
         """The next key to reconcile and the events that asked for it; call :meth:`done` after."""
-        while not self._ready:
+        while True:
+            key = self._next()
+            if key is not None:
+                break
             if self._shut_down:
                 raise QueueShutDown
             waiter = asyncio.get_running_loop().create_future()
@@ -123,21 +140,31 @@ class WorkQueue(Generic[K]):
                 await waiter
             except asyncio.CancelledError:
                 # Pass the wake-up on if we were woken and cancelled before taking a key.
-                if waiter.done() and not waiter.cancelled() and self._ready:
+                if waiter.done() and not waiter.cancelled() and self._lane:
                     self._wake_one()
                 raise
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
-        key = self._ready.popleft()
         self._dirty.discard(key)
         self._processing.add(key)
         return key, tuple(self._triggers.pop(key, ()))
+
+    def _next(self) -> K | None:
+        """The first waiting key, front lane first (stale copies of moved keys skipped)."""
+        for lane in (self._ready, self._background):
+            while lane:
+                key = lane.popleft()
+                if self._lane.get(key) is lane:
+                    del self._lane[key]
+                    return key
+        return None
 
     def done(self, key: K) -> None:
         """``key`` is reconciled; if it was added meanwhile, it goes back into the queue."""
         self._processing.discard(key)
         if key in self._dirty and not self._shut_down:
+            self._lane[key] = self._ready
             self._ready.append(key)
             self._wake_one()
         elif self.idle():
@@ -154,7 +181,7 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Keys waiting to be taken (not those being processed or scheduled for later)."""
-        return len(self._ready)
+        return len(self._lane)
 
     @property
     def processing(self) -> frozenset[K]:
@@ -166,7 +193,7 @@ class WorkQueue(Generic[K]):
 
     def idle(self) -> bool:
         """Nothing waiting, nothing being processed (scheduled keys may still come)."""
-        return not self._ready and not self._processing
+        return not self._lane and not self._processing
 
     async def join(self) -> None:
         """Wait until the queue is :meth:`idle`."""

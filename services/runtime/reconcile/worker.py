@@ -258,12 +258,13 @@ class Worker:
     def _enqueue_everything(self) -> None:
         # After a (re)load every object of a reconciled kind gets one pass, as an informer's
         # initial list does: changes made while the worker was away are acted on now.
+        # In the background lane: a change that arrives meanwhile is served first.
         for kind in self._reconcilers:
             for key in self.cache.keys(kind):
-                self.queue.add(key)
+                self.queue.add(key, background=True)
         for key in self._records:
             if key.kind in self._reconcilers:
-                self.queue.add(key)
+                self.queue.add(key, background=True)
 
     def take_event(self, event: ObjectEvent) -> None:
         """One change from the bus: into the cache, then wake the keys it concerns."""
@@ -276,6 +277,8 @@ class Worker:
         )
         obj = event.data.object
         self.cache.observe(change, obj, kind=event.kind)
+        if not self.feed.loaded.is_set():
+            return  # the first load wakes every key once it is complete, never a partial view
         for key in self.definition.wakes(event.kind, obj, self.cache):
             if key.kind in self._reconcilers:
                 self.queue.add(key, trigger=event.id)

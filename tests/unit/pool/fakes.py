@@ -174,6 +174,7 @@ class PoolRig:
             settings=self.settings,
             clock=lambda: NOW,
         )
+        self.worker.feed.loaded.set()  # as after the state table's first load
 
     def show(self, *objs: Json, change: ChangeKind = "added") -> None:
         """The bus delivers these objects (as the watcher would): into the cache, waking keys."""

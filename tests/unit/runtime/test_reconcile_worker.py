@@ -85,6 +85,7 @@ def worker(reconciler: PodPerWidget, api: ScriptedApi, js: FakeJetStream | None 
         clock=lambda: NOW,
     )
     w.cache.observe("added", obj("Widget", "w"))
+    w.feed.loaded.set()  # as after the state table's first load
     return w
 
 
@@ -181,3 +182,14 @@ async def test_workers_drain_the_queue() -> None:
         w.queue.shutdown()
         async with asyncio.timeout(2):
             await task
+
+
+async def test_events_of_the_first_load_wake_nothing_until_it_is_complete() -> None:
+    """A key reconciled on a half-loaded cache could act on a world missing the objects not
+    read yet (a pool counting members: over-creating); the load wakes every key afterwards."""
+    w = worker(PodPerWidget(), ScriptedApi())
+    w.feed.loaded.clear()
+    w.take_event(observed_event("added", obj("Pod", "w", rv="7"), time=NOW))
+    assert w.cache.get(POD) is not None and len(w.queue) == 0
+    w._enqueue_everything()
+    assert len(w.queue) == 1, "after the load, every key of a reconciled kind gets its pass"

@@ -62,23 +62,24 @@ def after_adoption(**spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return sb, live
 
 
-MEMOS: dict[int, Any] = {}
+MEMOS: dict[tuple[int, int], tuple[SandboxReconciler, FakeCluster, Any]] = {}
+"""Each (reconciler, cluster)'s memo, as the worker's shell keeps it per key; the pair is kept
+too, so that their ids cannot be reused by later objects."""
 
 
 def reconcile(reconciler: SandboxReconciler, cluster: FakeCluster, now: datetime) -> Plan:
-    """One pass through the worker's reconciler, keeping its memo (the write-behind clock) per
-    reconciler and cluster as the worker's shell keeps it per key."""
-    memo_key = id(reconciler) ^ id(cluster)
+    """One pass through the worker's reconciler, keeping its memo (the write-behind clock)."""
     plan = reconciler.plan(
-        reconciler.observe(SB, Observed(cluster.cache(), memo=MEMOS.get(memo_key))), now
+        reconciler.observe(SB, Observed(cluster.cache(), memo=memo_of(reconciler, cluster))), now
     )
-    MEMOS[memo_key] = plan.memo
+    MEMOS[(id(reconciler), id(cluster))] = (reconciler, cluster, plan.memo)
     cluster.apply(plan)
     return plan
 
 
 def memo_of(reconciler: SandboxReconciler, cluster: FakeCluster) -> Any:
-    return MEMOS.get(id(reconciler) ^ id(cluster))
+    kept = MEMOS.get((id(reconciler), id(cluster)))
+    return kept[2] if kept is not None else None
 
 
 def settle(reconciler: SandboxReconciler, cluster: FakeCluster, now: datetime) -> Plan:
