@@ -115,6 +115,8 @@ class _Written:
     uid: str
     resource_version: str
     expires: float
+    writer: ObjectKey | None = None
+    """The key whose reconcile wrote it (None: read, not written)."""
 
 
 class ObjectCache:
@@ -202,6 +204,23 @@ class ObjectCache:
 
     # -- the bus ----------------------------------------------------------------------------
 
+    def writer_of_echo(
+        self, change: Change, obj: Json, *, kind: str | None = None
+    ) -> ObjectKey | None:
+        """The key whose write the bus now echoes, when it delivers exactly what that write
+        answered (the same resourceVersion): nothing new for that key, whose reconcile already
+        had the answer. None for anything else."""
+        written = self._written.get(key_of(obj, kind))
+        if (
+            change == "deleted"
+            or written is None
+            or written.obj is None
+            or not written.resource_version
+            or written.resource_version != _resource_version(obj)
+        ):
+            return None
+        return written.writer
+
     def observe(self, change: Change, obj: Json, *, kind: str | None = None) -> bool:
         """Apply one observed change; False when it was older than what is held and ignored."""
         key = key_of(obj, kind)
@@ -229,15 +248,18 @@ class ObjectCache:
 
     # -- our writes -------------------------------------------------------------------------
 
-    def remember(self, obj: Json, *, kind: str | None = None) -> None:
-        """Hold the object a write (or a read) of ours returned, until the bus catches up.
+    def remember(
+        self, obj: Json, *, kind: str | None = None, writer: ObjectKey | None = None
+    ) -> None:
+        """Hold the object a write (or a read) of ours returned, until the bus catches up;
+        ``writer`` is the key whose reconcile wrote it.
 
         Without its ``managedFields``, as the bus carries objects: a planner reads the same
         object whichever way it came, and a re-run from the event log rebuilds it exactly."""
         obj = strip_managed_fields(obj)
         key = key_of(obj, kind)
         self._written[key] = _Written(
-            obj, _uid(obj), _resource_version(obj), self._clock() + self._written_ttl
+            obj, _uid(obj), _resource_version(obj), self._clock() + self._written_ttl, writer
         )
         self._reindex(key)
 

@@ -85,6 +85,8 @@ class ExecutionContext:
     cache: ObjectCache
     js: JetStreamContext | None = None
     bus: BusConfig = field(default_factory=BusConfig)
+    key: ObjectKey | None = None
+    """The key being reconciled: the writer of what these actions write."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,7 @@ async def _create(action: Create, context: ExecutionContext) -> Executed:
             raise
         context.cache.remember(await context.api.get(action.target))
         return Executed(note="already exists", stale=True)
-    context.cache.remember(created)
+    context.cache.remember(created, writer=context.key)
     name = str(metadata_of(created).get("name") or action.target.name)
     return Executed(target=action.target._replace(name=name))
 
@@ -228,7 +230,7 @@ async def _delete(action: Delete, context: ExecutionContext) -> Executed:
         context.cache.remember_gone(target)
         return Executed(note=ALREADY_GONE)
     if answer.get("kind") == target.kind and metadata_of(answer).get("deletionTimestamp"):
-        context.cache.remember(answer)
+        context.cache.remember(answer, writer=context.key)
         return Executed(note="terminating")
     context.cache.remember_gone(target)
     return Executed()
@@ -249,7 +251,7 @@ async def _update(action: Patch | Replace, context: ExecutionContext) -> Execute
             context.cache.remember(await context.api.get(target))
             return Executed(note="changed meanwhile; read again", stale=True)
         raise
-    context.cache.remember(written)
+    context.cache.remember(written, writer=context.key)
     return Executed()
 
 

@@ -276,12 +276,21 @@ class Worker:
             else "added"
         )
         obj = event.data.object
+        writer = self.cache.writer_of_echo(change, obj, kind=event.kind)
         self.cache.observe(change, obj, kind=event.kind)
         if not self.feed.loaded.is_set():
             return  # the first load wakes every key once it is complete, never a partial view
         for key in self.definition.wakes(event.kind, obj, self.cache):
-            if key.kind in self._reconcilers:
+            if key.kind in self._reconcilers and not self._own_echo(key, writer):
                 self.queue.add(key, trigger=event.id)
+
+    def _own_echo(self, key: ObjectKey, writer: ObjectKey | None) -> bool:
+        # The echo of our own write is nothing new for the key that wrote it: it planned with
+        # the write's answer in the cache. Unless it keeps expectations: for those the bus
+        # showing the write is the news (it settles them). Every other key still wakes.
+        if key != writer:
+            return False
+        return not getattr(self._reconcilers[key.kind], "expects", False)
 
     def take_delivery(self, delivery: Delivery) -> None:
         """One message of a further source: held for its key until a plan acks it."""
@@ -428,7 +437,7 @@ class Worker:
         execution = await execute(
             plan,
             self._executors,
-            ExecutionContext(self.api, self.cache, self.js, self.bus),
+            ExecutionContext(self.api, self.cache, self.js, self.bus, key),
             may_act=self.may_act,
             tracer=tracer,
         )

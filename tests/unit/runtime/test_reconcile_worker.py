@@ -193,3 +193,40 @@ async def test_events_of_the_first_load_wake_nothing_until_it_is_complete() -> N
     assert w.cache.get(POD) is not None and len(w.queue) == 0
     w._enqueue_everything()
     assert len(w.queue) == 1, "after the load, every key of a reconciled kind gets its pass"
+
+
+async def test_the_echo_of_our_own_write_does_not_wake_the_key_that_wrote_it() -> None:
+    """The watcher brings our write back as an event with the resourceVersion the write
+    answered: nothing new for the key that planned with that answer; any later change wakes
+    it as usual."""
+    api = ScriptedApi()
+    w = worker(PodPerWidget(), api)
+    await w.reconcile(WIDGET)
+    await drain(w)
+    written = w.cache.get(POD)
+    assert written is not None
+    w.take_event(observed_event("added", written, time=NOW))
+    assert len(w.queue) == 0, "our own create, echoed"
+    changed = {**written, "metadata": {**written["metadata"], "resourceVersion": "999"}}
+    w.take_event(observed_event("modified", changed, time=NOW))
+    assert len(w.queue) == 1, "someone else's change wakes it"
+
+
+async def test_a_key_that_keeps_expectations_is_woken_by_its_own_echo() -> None:
+    """For a reconciler with expectations the echo is the news: it settles them."""
+    reconciler = PodPerWidget()
+    reconciler.expects = True  # type: ignore[attr-defined]
+    w = worker(reconciler, ScriptedApi())
+    await w.reconcile(WIDGET)
+    await drain(w)
+    written = w.cache.get(POD)
+    assert written is not None
+    w.take_event(observed_event("added", written, time=NOW))
+    assert len(w.queue) == 1
+
+
+async def drain(w: Worker) -> None:
+    """Take out what the pass itself asked for (its requeue), leaving an empty queue."""
+    while len(w.queue):
+        key, _ = await w.queue.get()
+        w.queue.done(key)
