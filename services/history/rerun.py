@@ -32,7 +32,6 @@ from events.types import DecisionMade
 from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
 from services.runtime.reconcile.actions import Plan, plan_digest
 from services.runtime.reconcile.expectations import Expectations
-from services.runtime.reconcile.sources import SourceMessage
 from services.runtime.reconcile.worker import Observed, WorkerDefinition
 
 __all__ = ["Rerun", "VersionIndex", "rebuilt_cache", "rerun", "rerun_lines"]
@@ -99,16 +98,7 @@ def rerun(decision: DecisionMade, definition: WorkerDefinition, index: VersionIn
         last_error=data.inputs.last_error,
         memo=memo,
         expectations=expectations,
-        messages=tuple(
-            SourceMessage(
-                source=m.source,
-                token=m.token,
-                subject=m.subject,
-                data=m.data,
-                delivered=m.delivered,
-            )
-            for m in data.inputs.messages
-        ),
+        messages=data.inputs.messages,
     )
     now: datetime = decision.time
     try:

@@ -34,6 +34,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from events.types import DecisionMessage
 from services.runtime.bus import BusConfig, dead_letter
 from services.runtime.cache import ObjectKey
 from services.runtime.cancellation import honour_lost_cancellation
@@ -43,15 +44,9 @@ __all__ = ["Delivery", "Held", "PullSource", "Source", "SourceMessage"]
 log = logging.getLogger(__name__)
 
 
-class SourceMessage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """What a planner sees of one message: part of its inputs and of the recorded decision."""
-
-    source: str
-    token: str
-    """Unique within the source (the stream sequence): what an ``Ack`` names."""
-    subject: str
-    data: Any
-    delivered: int = 1
+SourceMessage = DecisionMessage
+"""What a planner sees of one message (source, token, subject, decoded data, deliveries): the
+event contract's type, because the same value is recorded in the decision that consumed it."""
 
 
 class Handle(Protocol):

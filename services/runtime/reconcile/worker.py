@@ -67,7 +67,6 @@ from events.types import (
     Decision,
     DecisionAction,
     DecisionInputs,
-    DecisionMessage,
     ObjectDeleted,
     ObjectEvent,
     ObjectModified,
@@ -621,16 +620,7 @@ def decision_inputs(given: Observed, reads: Mapping[ObjectKey, Json | None]) -> 
         memo=msgspec.to_builtins(given.memo) if given.memo is not None else None,
         expectations=msgspec.to_builtins(given.expectations) if given.expectations else None,
         last_error=given.last_error,
-        messages=tuple(
-            DecisionMessage(
-                source=m.source,
-                token=m.token,
-                subject=m.subject,
-                data=m.data,
-                delivered=m.delivered,
-            )
-            for m in given.messages
-        ),
+        messages=given.messages,
     )
 
 
