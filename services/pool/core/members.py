@@ -21,6 +21,7 @@ import msgspec
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, LABEL_WARM_POOL_SANDBOX
 from events.codec import nats_subject
 from events.types import WarmEntry, warm_queued_event
+from services.pool.core.observation import is_ready
 from services.runtime.cache import (
     Json,
     ObjectCache,
@@ -57,13 +58,6 @@ def observe_member(
     )
 
 
-def _ready(obj: Json) -> bool:
-    for entry in (obj.get("status") or {}).get("conditions") or ():
-        if entry.get("type") == "Ready":
-            return entry.get("status") == "True"
-    return False
-
-
 def _pool_of(sandbox: Json | None) -> str | None:
     """The name of the SandboxWarmPool that may offer ``sandbox`` to claims, if it may."""
     if sandbox is None or metadata_of(sandbox).get("deletionTimestamp"):
@@ -74,7 +68,7 @@ def _pool_of(sandbox: Json | None) -> str | None:
     labels = labels_of(sandbox)
     if not labels.get(LABEL_WARM_POOL_SANDBOX) or not labels.get(LABEL_SANDBOX_TEMPLATE_REF_HASH):
         return None
-    if not _ready(sandbox):
+    if not is_ready(sandbox):
         return None
     return str(owner.get("name") or "") or None
 

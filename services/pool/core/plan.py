@@ -52,7 +52,13 @@ from msgspec.structs import replace
 from api.agents import EXTENSIONS_GROUP, VERSION
 from api.keys import LABEL_LAUNCH_TYPE, LAUNCH_TYPE_WARM
 from services.pool.core.blueprint import pool_sandbox, pool_selector
-from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings, pod_name_of
+from services.pool.core.observation import (
+    PoolMemo,
+    PoolObservation,
+    PoolSettings,
+    is_ready,
+    pod_name_of,
+)
 from services.pool.core.staleness import is_stale
 from services.runtime.cache import Json, ObjectKey, controller_of, key_of, labels_of, metadata_of
 from services.runtime.kube_events import event_about
@@ -134,13 +140,6 @@ class _Members:
     writes: list[Action]
     deletes: list[Action]
     reasons: list[str]
-
-
-def _ready(obj: Mapping[str, Any]) -> bool:
-    for entry in (obj.get("status") or {}).get("conditions") or ():
-        if entry.get("type") == "Ready":
-            return entry.get("status") == "True"
-    return False
 
 
 def _created(obj: Mapping[str, Any]) -> datetime | None:
@@ -248,7 +247,7 @@ def _filter(obs: PoolObservation, pool: Json, recreate: bool) -> _Members:
 
 def _status_patch(pool: Json, key: ObjectKey, active: list[Json]) -> Patch | None:
     meta = metadata_of(pool)
-    ready = sum(1 for member in active if _ready(member))
+    ready = sum(1 for member in active if is_ready(member))
     wanted = {
         "replicas": len(active) or None,
         "readyReplicas": ready or None,
@@ -278,7 +277,7 @@ def plan_pool(obs: PoolObservation, now: datetime) -> Plan:
     requeue: list[float] = []
     held = 0
     for member in list(members.active):
-        if _ready(member):
+        if is_ready(member):
             continue
         created = _created(member)
         if created is None:
@@ -439,7 +438,7 @@ def _excess(active: list[Json], count: int, max_batch: int) -> list[Action]:
 
     def order(member: Json) -> tuple[bool, float]:
         created = _created(member)
-        return (_ready(member), -(created.timestamp() if created else 0.0))
+        return (is_ready(member), -(created.timestamp() if created else 0.0))
 
     chosen = sorted(active, key=order)[: min(count, max_batch)]
     return [
