@@ -461,6 +461,22 @@ class KubeApi:
             query.append(("continue", continue_token))
         return await self._json("GET", resource_for(kind).path(namespace), query=query)
 
+    async def get_as_of(self, key: ObjectKey, resource_version: str) -> Json | None:
+        """``key`` as it was at exactly ``resource_version`` (None: it did not exist then): a
+        list of its namespace narrowed to its name at that revision, which a real API server
+        answers from etcd's history. Raises :class:`Expired` when the history no longer
+        reaches back so far."""
+        query = [
+            ("fieldSelector", f"metadata.name={key.name}"),
+            ("resourceVersion", resource_version),
+            ("resourceVersionMatch", "Exact"),
+        ]
+        listing = await self._json("GET", resource_for(key.kind).path(key.namespace), query=query)
+        for item in listing.get("items") or ():
+            if isinstance(item, dict) and (item.get("metadata") or {}).get("name") == key.name:
+                return _with_kind(item, key.kind)
+        return None
+
     @contextlib.asynccontextmanager
     async def watch(
         self,

@@ -1,14 +1,16 @@
 """The watcher: the only part of sandbus that watches Kubernetes, and the spine of the bus.
 
-It lists and watches the seven kinds of sandbus, and the Pods, Services, PVCs and Jobs that
-carry our labels and the NetworkPolicies our templates control, and publishes every change to
-the event log as a CloudEvent with a deterministic id, then the latest state per object to the
-state table. After a restart, a 410
-or a leader handover it relists and publishes only what really changed, plus a synthetic
+It lists and watches the seven kinds of sandbus, the Pods, Services, PVCs and Jobs that carry
+our labels (one label-selector watch per key: the API server filters, so unrelated objects are
+never read) and the NetworkPolicies our templates control, and publishes every change to the
+event log as a CloudEvent with a deterministic id, then the latest state per object to the
+state table: one ordered stream per object, however many watches saw it. After a restart, a
+410 or a leader handover it relists and publishes only what really changed, plus a synthetic
 deletion for every object that vanished in the gap.
 
-Functional core: :mod:`.core.diffing` (what to publish), :mod:`.core.recovery` (what was
-published, and the low-water mark the Lease carries); also without I/O, outside :mod:`.core`:
+Functional core: :mod:`.core.diffing` (what to publish), :mod:`.core.merging` (several watches
+of one resource, one stream per object), :mod:`.core.recovery` (what was published, and the
+low-water mark the Lease carries); also without I/O, outside :mod:`.core`:
 :mod:`.tracing`, :mod:`.resources`.
 Imperative shell: :mod:`.streams`, :mod:`.publisher`, :mod:`.watching`, :mod:`.service`
 (``serve``, what ``sandbus run watcher`` runs) and :mod:`.config`. From the shared runtime it

@@ -36,17 +36,30 @@ the sandbox worker learns of it from the answer to its create.
 
 An object is selected when it carries *any* of its resource's marks. Kubernetes label
 selectors can only AND requirements, and cannot select by owner at all, so "any of several
-keys" cannot be asked of the API server in one watch. Two shapes were possible: one watch per
-key, merged, or one unfiltered watch filtered here. Merging watches breaks the one property the
-watcher is built on, a single resourceVersion order per object (two streams deliver the same
-Pod at different moments, and an older state could overwrite a newer one), so a resource with
-several keys, or selected by owner, is watched unfiltered and filtered by
-:meth:`WatchedResource.selects`; a resource with one label key and nothing else (Jobs) is
-filtered by the API server with an existence selector. The cost of the unfiltered watch is
-reading every Pod, Service, PVC and NetworkPolicy of the cluster; the watcher keeps nothing of
-the objects it does not select. An object that loses its mark (its labels, or its controller
-reference when it is orphaned) leaves the selection: that is published as a deletion, which is
-what a label-selector watch of the API server would report too.
+keys" cannot be asked of the API server in one request. The watcher therefore watches a
+resource through one or more selections (:class:`Selection`), each a list and watch of its
+own:
+
+- a resource whose marks are label keys (Pods, Services, PVCs, Jobs) is watched once per key,
+  with an existence selector (``labelSelector=agents.x-k8s.io/adoptable``): the API server
+  filters, and the watcher reads and keeps only our objects. On a cluster with tens of
+  thousands of unrelated Pods, that is the difference between reading all of them (at every
+  relist, and every change of every one of them) and reading none;
+- a resource selected by owner (NetworkPolicies) is watched once, unfiltered, and filtered here
+  by :meth:`WatchedResource.selects`. An owner cannot be a selector, and the policies of a
+  cluster are few, so reading all of them is cheap; the watcher keeps nothing of the policies
+  it does not select;
+- our own kinds are watched once, whole.
+
+Several watches of one resource break what one watch gives for free: a single resourceVersion
+order per object. An object that carries two of the keys, or moves from one selection to
+another (a Pod adopted from ``adoptable`` to a Sandbox's ``sandbox-name-hash``), is reported
+by two streams at different moments, and the DELETED that one of them sends when the object
+leaves it is not a deletion while another still selects it. The streams are merged per object
+by :mod:`services.watcher.core.merging`, which publishes a state only if it is newer than the
+last one published and a deletion only on proof that no selection holds the object. An object
+that loses all its marks leaves the selection: that is published as a deletion, once, which is
+what a single label-selector watch of the API server would report too.
 
 Where each kind lives (group, version, plural, paths) is not repeated here: it comes from the
 one kind→resource table of sandbus, :data:`services.runtime.kube.RESOURCES`. This module adds
@@ -72,7 +85,13 @@ from api.opensandbox import (
 )
 from services.runtime.kube import RESOURCES, Resource
 
-__all__ = ["BUILTIN_RESOURCES", "CUSTOM_RESOURCES", "WATCHED_RESOURCES", "WatchedResource"]
+__all__ = [
+    "BUILTIN_RESOURCES",
+    "CUSTOM_RESOURCES",
+    "WATCHED_RESOURCES",
+    "Selection",
+    "WatchedResource",
+]
 
 
 @dataclass(frozen=True)
@@ -118,15 +137,13 @@ class WatchedResource:
         return self.resource.path()
 
     @property
-    def label_selector(self) -> str | None:
-        """What the API server can filter for us: an existence requirement on a single key.
-
-        None when the resource is watched whole, or when it needs "any of several keys" or an
-        owner, which a label selector cannot express (see the module docstring).
-        """
-        if len(self.label_keys) == 1 and not self.controllers:
-            return self.label_keys[0]
-        return None
+    def selections(self) -> tuple[Selection, ...]:
+        """How the resource is listed and watched: once per label key, each with an existence
+        selector; or once, whole, when it is selected by owner or not at all (see the module
+        docstring)."""
+        if self.label_keys and not self.controllers:
+            return tuple(Selection(self, key) for key in self.label_keys)
+        return (Selection(self),)
 
     def selects(self, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj`` is one of ours."""
@@ -146,6 +163,39 @@ class WatchedResource:
         obj.setdefault("apiVersion", self.api_version)
         obj.setdefault("kind", self.kind)
         return obj
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One list and watch of a resource: an existence selector on one label key, or the whole
+    resource, filtered by :meth:`WatchedResource.selects`."""
+
+    resource: WatchedResource
+    label_key: str | None = None
+
+    @property
+    def name(self) -> str:
+        """Unique within its resource: the label key, or ``*``."""
+        return self.label_key or "*"
+
+    @property
+    def label_selector(self) -> str | None:
+        """What the API server filters by: the existence of the key (None: nothing)."""
+        return self.label_key
+
+    def holds(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj``, in the state it carries, is in this selection."""
+        if self.label_key is None:
+            return self.resource.selects(obj)
+        metadata = obj.get("metadata")
+        labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+        return isinstance(labels, Mapping) and self.label_key in labels
+
+    def __str__(self) -> str:
+        """For the log: the kind, and the key when the kind is watched more than once."""
+        if len(self.resource.selections) == 1:
+            return self.resource.kind
+        return f"{self.resource.kind} ({self.label_key})"
 
 
 def _controller_of(metadata: Mapping[str, Any]) -> tuple[str, str] | None:

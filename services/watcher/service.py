@@ -14,7 +14,8 @@ A session:
    kept from an earlier session of the same process: another replica may have led in between.
 2. Starts the :class:`~services.watcher.publisher.Publisher` (writes only while leading) and one
    :class:`~services.watcher.watching.ResourceWatcher` per watched resource, each of which
-   relists and diffs against the recovered view before it watches.
+   relists every selection of its resource and diffs it against the recovered view (across
+   the selections: an object vanished only when none lists it) before it watches.
 
 A new leader therefore publishes exactly what changed since the last event that reached the
 bus, whoever published it, and the fences and deterministic ids absorb a moment of overlap.

@@ -23,7 +23,10 @@ against the same memory, so that the watcher never publishes a state twice (a re
 already published, as after a reconnect that replays) and never publishes a change of an object
 it has no record of as anything but its first appearance.
 
-resourceVersions are opaque: they are only ever compared for equality, never ordered.
+Here resourceVersions are only compared for equality. When a resource is watched through
+several selections whose streams are not in order with each other, :mod:`.merging` decides
+*whether* an observation is news (a newer state, a deletion no selection contradicts) and calls
+these functions for *what* it is; a resource watched once gets exactly the decisions above.
 
 A synthetic deletion carries the last state the watcher *published* (its id therefore ends in
 that resourceVersion), which the view does not hold: :class:`Change` leaves ``object`` empty
@@ -116,8 +119,10 @@ def seen_of(obj: Mapping[str, Any]) -> Seen:
     return Seen(_text(metadata, "uid"), _text(metadata, "resourceVersion"))
 
 
-def _observed(change: ChangeKind, key: ObjectKey, obj: Mapping[str, Any]) -> Change:
-    seen = seen_of(obj)
+def _observed(
+    change: ChangeKind, key: ObjectKey, obj: Mapping[str, Any], seen: Seen | None = None
+) -> Change:
+    seen = seen or seen_of(obj)
     return Change(change, key, seen.uid, seen.resource_version, obj)
 
 
@@ -125,15 +130,18 @@ def _synthetic_deletion(key: ObjectKey, seen: Seen) -> Change:
     return Change("deleted", key, seen.uid, seen.resource_version, None, synthetic=True)
 
 
-def listed_changes(key: ObjectKey, published: Seen | None, obj: Mapping[str, Any]) -> list[Change]:
-    """The events for one listed object whose last published state is ``published``."""
-    seen = seen_of(obj)
+def listed_changes(
+    key: ObjectKey, published: Seen | None, obj: Mapping[str, Any], seen: Seen | None = None
+) -> list[Change]:
+    """The events for one listed object whose last published state is ``published``
+    (``seen``: the object's identity, when the caller has read it already)."""
+    seen = seen or seen_of(obj)
     if published is None:
-        return [_observed("added", key, obj)]
+        return [_observed("added", key, obj, seen)]
     if published.uid != seen.uid:
-        return [_synthetic_deletion(key, published), _observed("added", key, obj)]
+        return [_synthetic_deletion(key, published), _observed("added", key, obj, seen)]
     if published.resource_version != seen.resource_version:
-        return [_observed("modified", key, obj)]
+        return [_observed("modified", key, obj, seen)]
     return []
 
 

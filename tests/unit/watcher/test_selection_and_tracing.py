@@ -40,7 +40,8 @@ def test_all_seven_kinds_and_five_builtins_are_watched_cluster_wide() -> None:
 
 def test_our_kinds_are_selected_whole() -> None:
     assert RESOURCES["Sandbox"].selects(labelled(None))
-    assert RESOURCES["Sandbox"].label_selector is None
+    [whole] = RESOURCES["Sandbox"].selections
+    assert whole.label_selector is None and whole.holds(labelled(None))
 
 
 @pytest.mark.parametrize(
@@ -116,10 +117,33 @@ def test_network_policies_are_selected_by_a_controller_of_our_kinds(
     assert RESOURCES["NetworkPolicy"].selects(obj) is selected
 
 
-def test_only_a_single_key_is_left_to_the_api_server() -> None:
-    assert RESOURCES["Job"].label_selector == LABEL_SANDBOX_SNAPSHOT_NAME
-    assert RESOURCES["Pod"].label_selector is None  # "any of four keys" is not a selector
-    assert RESOURCES["NetworkPolicy"].label_selector is None  # nor is an owner
+def selectors(kind: str) -> list[str | None]:
+    return [selection.label_selector for selection in RESOURCES[kind].selections]
+
+
+def test_label_keys_are_left_to_the_api_server_one_watch_per_key() -> None:
+    assert selectors("Job") == [LABEL_SANDBOX_SNAPSHOT_NAME]
+    assert selectors("Pod") == [
+        LABEL_SANDBOX_NAME_HASH,
+        LABEL_ADOPTABLE,
+        LABEL_POOL_NAME,
+        LABEL_BATCH_SANDBOX_NAME,
+    ]
+    assert selectors("Service") == [LABEL_SANDBOX_NAME_HASH, LABEL_ADOPTABLE]
+    assert selectors("PersistentVolumeClaim") == [LABEL_SANDBOX_NAME_HASH, LABEL_ADOPTABLE]
+    assert selectors("NetworkPolicy") == [None]  # an owner is not a selector: one whole watch
+
+
+def test_a_selection_holds_what_carries_its_key_and_names_itself_in_the_log() -> None:
+    adoptable = next(s for s in RESOURCES["Pod"].selections if s.label_key == LABEL_ADOPTABLE)
+    assert adoptable.holds(labelled({LABEL_ADOPTABLE: "true", LABEL_POOL_NAME: "p"}))
+    assert not adoptable.holds(labelled({LABEL_SANDBOX_NAME_HASH: "1a2b3c4d"}))
+    assert not adoptable.holds(labelled(None))
+    assert str(adoptable) == f"Pod ({LABEL_ADOPTABLE})"
+    assert str(RESOURCES["Job"].selections[0]) == "Job"
+    assert {s.name for s in RESOURCES["Pod"].selections} == set(RESOURCES["Pod"].label_keys)
+    [policies] = RESOURCES["NetworkPolicy"].selections
+    assert policies.name == "*" and not policies.holds(labelled({LABEL_ADOPTABLE: "true"}))
 
 
 def test_list_items_get_their_kind_back() -> None:
