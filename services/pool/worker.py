@@ -14,6 +14,7 @@ Sandbox's change wakes the pool that controls it, the pool whose label it carrie
 it may adopt) and the Sandbox's own member key; a template's change wakes every pool in its
 namespace that references it; a Pod's change wakes the pool of the Sandbox that controls it
 (the Unschedulable hold reads it). Sandboxes are indexed by the pool label, pools by template.
+A pool's wakes are coalesced over :data:`POOL_COALESCE`: each pass reads every member.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 WORKER_NAME = "pool"
+POOL_COALESCE = 0.05
+"""Seconds a pool woken by an event waits, so that its members' changes (hundreds during a
+fill) are served by one pass instead of one each: a pass reads every member."""
 WATCHED_KINDS = ("SandboxWarmPool", "SandboxTemplate", "Sandbox", "Pod")
 
 
@@ -127,4 +131,5 @@ def pool_worker(settings: PoolSettings | None = None) -> WorkerDefinition:
         wakes=wakes,
         label_indexes=(("Sandbox", LABEL_WARM_POOL_SANDBOX),),
         executors=WARM_EXECUTORS,
+        coalesce={"SandboxWarmPool": POOL_COALESCE},
     )

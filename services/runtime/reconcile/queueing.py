@@ -9,6 +9,8 @@ at a time, as often as needed and no more:
   dirty, and :meth:`WorkQueue.done` puts it back, so a change that arrived during a reconcile
   is never lost and never reconciled concurrently with itself.
 - :meth:`WorkQueue.add_after` schedules a key; of several schedules the earliest wins.
+  :meth:`WorkQueue.add_soon` is an add that waits up to a window first, so that a burst of
+  changes (every member of a pool) is served by one pass.
 - :meth:`WorkQueue.backoff` schedules a failed key with per-key exponential backoff
   (``base_delay`` doubling up to ``max_delay``, controller-runtime's 5 ms and 1000 s by
   default); :meth:`WorkQueue.forget` resets it after a success.
@@ -70,11 +72,7 @@ class WorkQueue(Generic[K]):
         ``background`` puts it behind every key added without."""
         if self._shut_down:
             return
-        if trigger:
-            triggers = self._triggers.setdefault(key, [])
-            if trigger not in triggers:
-                triggers.append(trigger)
-                del triggers[: -self._max_triggers]
+        self._remember(key, trigger)
         if key in self._dirty:
             if not background and self._lane.get(key) is self._background:
                 self._lane[key] = self._ready  # its copy in the background lane is skipped
@@ -88,6 +86,22 @@ class WorkQueue(Generic[K]):
             self._lane[key] = lane
             lane.append(key)
             self._wake_one()
+
+    def _remember(self, key: K, trigger: str | None) -> None:
+        if trigger:
+            triggers = self._triggers.setdefault(key, [])
+            if trigger not in triggers:
+                triggers.append(trigger)
+                del triggers[: -self._max_triggers]
+
+    def add_soon(self, key: K, window: float, trigger: str | None = None) -> None:
+        """Ask for a reconcile of ``key`` within ``window`` seconds, so that the changes that
+        arrive meanwhile are served by one pass (a pool woken by each of its members)."""
+        if self._shut_down:
+            return
+        self._remember(key, trigger)
+        if key not in self._dirty:
+            self.add_after(key, window)
 
     def add_after(self, key: K, delay: float) -> None:
         """Ask for a reconcile of ``key`` in ``delay`` seconds (now if ``delay <= 0``)."""

@@ -158,6 +158,9 @@ class WorkerDefinition:
     """Executors of the worker's own action kinds, by action type."""
     sources: tuple[Source, ...] = ()
     """Further inputs: each message is joined to a key and acked by that key's plan."""
+    coalesce: Mapping[str, float] = field(default_factory=dict)
+    """Kind → seconds: a key of that kind woken by an event waits up to that long, so that the
+    events of a burst (a pool's members) are served by one pass instead of one each."""
 
 
 @dataclass(frozen=True)
@@ -280,7 +283,12 @@ class Worker:
         if not self.feed.loaded.is_set():
             return  # the first load wakes every key once it is complete, never a partial view
         for key in self.definition.wakes(event.kind, obj, self.cache):
-            if key.kind in self._reconcilers and not self._own_echo(key, writer):
+            if key.kind not in self._reconcilers or self._own_echo(key, writer):
+                continue
+            window = self.definition.coalesce.get(key.kind)
+            if window:
+                self.queue.add_soon(key, window, trigger=event.id)
+            else:
                 self.queue.add(key, trigger=event.id)
 
     def _own_echo(self, key: ObjectKey, writer: ObjectKey | None) -> bool:

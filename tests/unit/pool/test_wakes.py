@@ -3,11 +3,12 @@ upstream's watches of the SandboxWarmPool controller (spec/agent-sandbox.md §4.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
 from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
-from services.pool.worker import wakes
+from services.pool.worker import POOL_COALESCE, wakes
 from services.runtime.cache import Json, ObjectCache, ObjectKey
 from tests.unit.pool.fakes import PoolRig
 from tests.unit.pool.world import NOW, NS, POOL, pool, template, world
@@ -137,8 +138,10 @@ def test_a_pod_of_a_member_wakes_the_members_pool() -> None:
 
 
 async def woken_keys(rig: PoolRig) -> set[ObjectKey]:
-    """The keys the worker's queue holds, taken out of it."""
+    """The keys the worker's queue holds once its coalescing window has passed (a pool's wakes
+    wait a moment for the rest of a burst), taken out of it."""
     keys = set()
+    await asyncio.sleep(2 * POOL_COALESCE)
     while len(rig.worker.queue):
         key, _ = await rig.worker.queue.get()
         rig.worker.queue.done(key)

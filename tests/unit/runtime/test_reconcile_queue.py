@@ -99,3 +99,36 @@ async def test_a_cancelled_getter_does_not_swallow_a_key() -> None:
     async with asyncio.timeout(2):
         key, _ = await second
     assert key == "a"
+
+
+async def test_a_burst_added_soon_is_one_pass_with_every_trigger() -> None:
+    """A pool woken by each of its members: the adds within the window are one pass."""
+    queue: WorkQueue[str] = WorkQueue()
+    for index in range(50):
+        queue.add_soon("pool", 0.05, trigger=f"e{index}")
+    assert len(queue) == 0 and "pool" in queue.scheduled, "waiting for the rest of the burst"
+    key, triggers = await take(queue)
+    assert key == "pool" and len(triggers) == 16, "the last 16 triggers are kept"
+    queue.done(key)
+    assert len(queue) == 0 and not queue.scheduled, "one pass for the whole burst"
+
+
+async def test_add_soon_does_not_delay_a_key_already_waiting() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("pool")
+    queue.add_soon("pool", 10.0, trigger="later")
+    assert not queue.scheduled
+    assert await take(queue) == ("pool", ("later",))
+
+
+async def test_background_keys_wait_behind_every_other_key_unless_an_event_asks() -> None:
+    """After a load every key gets a pass in the background lane; a fresh change is served
+    first, and a background key an event asks for moves to the front."""
+    queue: WorkQueue[str] = WorkQueue()
+    for name in ("old-1", "old-2", "old-3"):
+        queue.add(name, background=True)
+    queue.add("fresh", "e1")
+    queue.add("old-3", "e2")
+    order = [(await take(queue))[0] for _ in range(4)]
+    assert order == ["fresh", "old-3", "old-1", "old-2"]
+    assert len(queue) == 0
