@@ -74,7 +74,7 @@ def load_service(name: str) -> Serve:
 
 def load_worker(name: str) -> WorkerDefinition:
     """The definition of worker ``name``, configured from the environment."""
-    return cast(WorkerDefinition, _load(WORKERS, "worker", name)())
+    return cast("WorkerDefinition", _load(WORKERS, "worker", name)())
 
 
 async def serve_until_signalled(main: Awaitable[None]) -> int:

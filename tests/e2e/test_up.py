@@ -177,3 +177,41 @@ def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> 
     assert scaled.returncode == 0, scaled.stderr.decode()
     assert b"sandboxwarmpool.extensions.agents.x-k8s.io/scaled scaled" in scaled.stdout
     _wait_for_size(sandbus_up, tmp_path, 4, timeout=60)
+
+
+def test_explain_rerun_makes_the_recorded_decisions_again(sandbus_up: Path, tmp_path: Path) -> None:
+    """`sandbus explain KIND/NS/NAME --rerun` as the README shows it, with the worker
+    definitions sandbus registers: every recorded decision about a Sandbox made Ready is made
+    again the same way by the planner that runs now."""
+    nats_url = (sandbus_up / "nats-url").read_text().strip()
+    applied = _kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=SANDBOX)
+    assert applied.returncode == 0, applied.stderr.decode()
+    deadline = time.monotonic() + 60
+    while True:
+        ready = _kubectl(
+            sandbus_up,
+            tmp_path,
+            "get",
+            "sandbox",
+            "hello-up",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
+        )
+        if ready.stdout.decode() == "True":
+            break
+        assert time.monotonic() < deadline, ready.stderr.decode()
+        time.sleep(0.2)
+    while True:  # the last answers of the worker's writes reach the event log shortly after
+        rerun = subprocess.run(
+            [SANDBUS, "explain", "Sandbox/default/hello-up", "--rerun", "--nats", nats_url],
+            capture_output=True,
+            env=_env(),
+            timeout=60,
+            check=False,
+        )
+        lines = rerun.stdout.decode().splitlines()
+        if rerun.returncode == 0 and not any("note:" in line for line in lines):
+            break
+        assert time.monotonic() < deadline, rerun.stdout.decode() + rerun.stderr.decode()
+        time.sleep(0.5)
+    assert lines and all(line.endswith(": same decision") for line in lines), lines

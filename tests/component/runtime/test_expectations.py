@@ -22,6 +22,7 @@ from services.runtime.bus import BusConfig, ensure_bus, publish_event, put_state
 from services.runtime.cache import Json, ObjectKey, key_of, metadata_of
 from services.runtime.kube import KubeApi
 from services.runtime.reconcile import Create, Plan
+from services.runtime.reconcile.memory import KeyRecord, MemoStore
 from services.runtime.reconcile.worker import Observed, Worker, WorkerDefinition, WorkerSettings
 from tests.component.sandbox.conftest import NS, api_client, running, until
 
@@ -154,3 +155,15 @@ async def test_a_restarted_worker_keeps_waiting_for_its_own_creates(
         record = (await restarted.memos.load())[OWNER]
         assert record.expectations is not None
         assert len(record.expectations.pending_names("Sandbox")) == REPLICAS
+
+
+async def test_a_memo_that_does_not_decode_is_skipped_on_load(
+    world: tuple[DevCluster, JetStreamContext, KubeApi, BusConfig],
+) -> None:
+    """Garbage on a worker's memo subject costs that key its memory, not the worker its start."""
+    _, js, _, bus = world
+    await js.publish("sandbus.memo.toypool.sandbox.default.x", b"{not json", stream=bus.memo_stream)
+    good = KeyRecord(kind="Sandbox", namespace="default", name="y", memo={"n": 1})
+    store = MemoStore(js, worker="toypool", bus=bus)
+    await store.put(good)
+    assert await store.load() == {good.key: good}

@@ -253,6 +253,14 @@ async def test_an_unconfirmed_ack_is_a_failure_and_the_message_stays() -> None:
     assert w._room() == w.settings.max_held - 1
 
 
+async def test_an_ack_of_a_message_not_held_is_a_failure() -> None:
+    """A plan may only ack what this replica holds (another replica may have it now)."""
+    reconciler = Scripted(lambda _: Plan(actions=(Ack("queue", "S:9", WIDGET),)))
+    decision = await make_worker(reconciler).reconcile(WIDGET)
+    assert decision.outcome == Outcome.FAILED
+    assert decision.error == "ack Widget/ns/w: message S:9 of queue is not held here"
+
+
 async def test_held_messages_are_kept_alive_and_handed_back_on_stop() -> None:
     handle = FakeHandle()
     w = make_worker(Scripted())
