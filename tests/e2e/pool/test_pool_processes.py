@@ -151,7 +151,16 @@ async def test_a_lagging_view_across_a_kill_and_a_restart_creates_exactly_the_po
                 await kube.create(template_body())
                 # A kill in the middle of the fill, then a restart.
                 async with pool_replica("p1", "pool-1") as first:
-                    await kube.create(pool_body("kill", SIZE))
+                    # Replicas 0, then 300: the scale a user (or an HPA) makes.
+                    await kube.create(pool_body("kill", 0))
+
+                    async def seen_empty() -> bool:
+                        return (await pool_status(kube, "kill")).get("observedGeneration") == 1
+
+                    await until(seen_empty, within=60)
+                    await kube.patch(
+                        ObjectKey("SandboxWarmPool", NS, "kill"), {"spec": {"replicas": SIZE}}
+                    )
 
                     async def some() -> bool:
                         return creates_of(history, "kill") >= 20
