@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Developer tasks that need nothing but Python: ``python3 dev.py TASK [ARGS...]``.
 
-Each task makes sure ``.venv/`` exists with the project installed (editable, with the test and
-dev extras), then runs the tool from it. Extra arguments go to the tool, e.g.
-``python3 dev.py test tests/unit -k hash``.
+Each task makes sure ``.venv/`` exists with the project installed (editable, with the dev extra,
+which includes the test and sdk extras), then runs the tool from it. Extra arguments go to the
+tool, e.g. ``python3 dev.py test tests/unit -k hash``.
 
 Tasks:
   test      run the test suite (pytest, in parallel)

@@ -9,6 +9,7 @@ instead of decoding every message::
     sandbus.state.<kind>.<namespace>.<name>              latest event per object (the state table)
     sandbus.warm.<namespace>.<template-hash>.<pool>.<sandbox>  warm-queue entries (work queue)
     sandbus.memo.<worker>.<kind>.<namespace>.<name>      a worker's memory of one key
+    sandbus.memo.<worker>.replica.<identity>             a live replica's heartbeat
     sandbus.dlq.<original subject without "sandbus.">    dead letters
 
 ``<kind>`` is the Kubernetes kind in lower case (``sandbox``, ``sandboxwarmpool``, ``pod``), so
@@ -57,6 +58,8 @@ __all__ = [
     "parse_event_subject",
     "parse_state_subject",
     "parse_warm_subject",
+    "replica_filter",
+    "replica_subject",
     "state_filter",
     "state_subject",
     "warm_consumer_name",
@@ -192,6 +195,22 @@ def memo_subject(worker: str, kind: str, namespace: str | None, name: str) -> st
         f"{MEMO}.{encode_token(worker)}.{kind_token(kind)}."
         f"{_namespace_token(namespace)}.{_name_token(name)}"
     )
+
+
+def replica_subject(worker: str, identity: str) -> str:
+    """Where a replica of an active-active worker says it is alive (a heartbeat with a TTL):
+    one token shorter than every memo subject, so the two never mix."""
+    if not worker or not identity:
+        raise SubjectError("a worker and an identity are required")
+    return f"{MEMO}.{encode_token(worker)}.{_REPLICA}.{encode_token(identity)}"
+
+
+def replica_filter(worker: str) -> str:
+    """Every live replica of a worker."""
+    return f"{MEMO}.{encode_token(worker)}.{_REPLICA}.*"
+
+
+_REPLICA = "replica"
 
 
 def memo_filter(worker: str) -> str:

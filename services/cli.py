@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "services.runtime.runner",
     "services.up",
     "services.history.cli",
+    "services.history.queues",
 )
 
 

@@ -9,7 +9,9 @@ A functional core and a thin NATS shell, like every service:
   (one message of the log, read without ever raising), :mod:`.summaries` (one phrase about an
   object's status), :mod:`.render` (the printed forms);
 - I/O: :mod:`.reading` (ephemeral JetStream consumers over the event log), :mod:`.database`
-  (the SQLite export), :mod:`.commands` (the four commands), :mod:`.cli` (arguments, signals).
+  (the SQLite export), :mod:`.commands` (the four commands), :mod:`.cli` (arguments, signals);
+- both, being small: :mod:`.queues` (``sandbus queue ls``: the warm queues beside the adoptable
+  members the state table says they should hold).
 
 Everything here only reads the bus; nothing here writes to it.
 """

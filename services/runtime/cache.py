@@ -171,6 +171,12 @@ class ObjectCache:
         """The object as the bus last showed it, ignoring our own writes' answers."""
         return self._observed.get(key)
 
+    def known_gone(self, key: ObjectKey) -> bool:
+        """Did a read or write of ours find ``key`` gone, and the bus show nothing newer since?
+        (A key merely never seen is not known gone.)"""
+        written = self._written.get(key)
+        return written is not None and written.obj is None
+
     def __contains__(self, key: object) -> bool:
         return isinstance(key, ObjectKey) and self.get(key) is not None
 

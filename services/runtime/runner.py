@@ -47,12 +47,14 @@ SERVICES: dict[str, str] = {
     "watcher": "services.watcher.service:serve",
     "sandbox": "services.sandbox.service:serve",
     "pool": "services.pool.service:serve",
+    "claim": "services.claim.service:serve",
 }
 """Service name → ``"module:function"`` of its ``serve(settings)``; each service adds itself."""
 
 WORKERS: dict[str, str] = {
     "sandbox": "services.sandbox.service:definition",
     "pool": "services.pool.service:definition",
+    "claim": "services.claim.service:definition",
 }
 """Worker name → ``"module:function"`` returning its ``WorkerDefinition`` as the service
 configures it from the environment (what ``sandbus explain --rerun`` re-runs decisions with)."""

@@ -33,7 +33,7 @@ from services.runtime.cache import (
 from services.runtime.reconcile import Plan
 from services.runtime.reconcile.actions import Enqueue, Purge
 
-__all__ = ["MemberMemo", "MemberObservation", "observe_member", "plan_member"]
+__all__ = ["MemberMemo", "MemberObservation", "adoptable_pool", "observe_member", "plan_member"]
 
 SOURCE = "/sandbus/pool"
 
@@ -58,8 +58,9 @@ def observe_member(
     )
 
 
-def _pool_of(sandbox: Json | None) -> str | None:
-    """The name of the SandboxWarmPool that may offer ``sandbox`` to claims, if it may."""
+def adoptable_pool(sandbox: Json | None) -> str | None:
+    """The name of the SandboxWarmPool that may offer ``sandbox`` to claims, if it may (also
+    what ``sandbus queue ls`` counts a queue's entries against)."""
     if sandbox is None or metadata_of(sandbox).get("deletionTimestamp"):
         return None
     owner = controller_of(sandbox)
@@ -76,7 +77,7 @@ def _pool_of(sandbox: Json | None) -> str | None:
 def plan_member(obs: MemberObservation, now: datetime) -> Plan:
     key = ObjectKey("Sandbox", obs.namespace, obs.name)
     sandbox = obs.sandbox
-    pool = _pool_of(sandbox)
+    pool = adoptable_pool(sandbox)
     if pool is None or sandbox is None:
         if obs.memo is None:
             return Plan(reason="not adoptable")

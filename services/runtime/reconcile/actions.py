@@ -19,7 +19,9 @@ needs:
     A JSON merge patch (RFC 7386) of the object or of its ``status`` subresource. Put
     ``metadata.resourceVersion`` into the patch to make it conditional (optimistic
     concurrency): the API server answers 409 Conflict if the object changed since it was read,
-    and ``on_conflict="refresh"`` turns that into a new plan on the fresh object.
+    and ``on_conflict="refresh"`` turns that into a new plan on the fresh object. With
+    ``conditional=True`` the shell puts in the version the worker knows when the patch runs:
+    after an earlier write of the same plan to that object, that write's answer.
 :class:`Replace`
     A PUT of the whole object; its ``metadata.resourceVersion`` is the precondition.
 :class:`Delete`
@@ -31,6 +33,12 @@ executors are in :mod:`.warm`; a worker that uses them registers ``WARM_EXECUTOR
 
 :class:`Together` groups actions that run at the same time (the creates of a slow-start
 batch); the plan goes on after the group only if all of them succeeded.
+
+:class:`Take` takes one entry off a warm queue for a key, and :class:`Release` gives a taken
+entry back at once; :class:`Refresh` reads one object from the API server instead of trusting
+the bus's view of it. Each of these ends the plan when it changes what the planner would see
+(an entry taken, an object read), so the key is planned again at once on what it learned.
+A queue found empty lets the plan go on: the actions after a take say what to do without one.
 
 The last, :class:`Ack`, acknowledges a message that a further input source (a warm-queue pull
 consumer) delivered into this reconcile. Put it last: the shell stops at the first failed
@@ -68,14 +76,19 @@ __all__ = [
     "Action",
     "Create",
     "Delete",
+    "DropQueue",
     "Enqueue",
     "Patch",
     "Plan",
     "Purge",
+    "Refresh",
+    "Release",
     "Replace",
     "SpanEvent",
     "Step",
+    "Take",
     "Together",
+    "WarmQueue",
     "flattened",
     "merge_patch",
     "plan_digest",
@@ -129,6 +142,8 @@ class Patch:
     why: str = ""
     on_conflict: OnConflict = "fail"
     step: str = ""
+    conditional: bool = False
+    """Make the patch conditional on the version of ``target`` the worker knows when it runs."""
 
     @property
     def verb(self) -> str:
@@ -173,6 +188,61 @@ class Ack:
     why: str = ""
     step: str = ""
     verb = "ack"
+
+
+@dataclass(frozen=True)
+class Release:
+    """Give message ``token`` of ``source``, held for ``target``, back to its queue now (a warm
+    entry this key will not use: another consumer may take it at once)."""
+
+    source: str
+    token: str
+    target: ObjectKey
+    why: str = ""
+    step: str = ""
+    verb = "release"
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """Read ``target`` from the API server into the cache, then plan again: the bus's view of it
+    may lag (a queued sandbox the worker has not seen yet) and the decision must not."""
+
+    target: ObjectKey
+    why: str = ""
+    step: str = ""
+    verb = "read"
+
+
+@dataclass(frozen=True)
+class WarmQueue:
+    """One warm queue: a namespace's entries of one template, made by one pool."""
+
+    namespace: str
+    template_hash: str
+    pool: str
+
+
+@dataclass(frozen=True)
+class Take:
+    """Take the oldest entry of ``queue`` for ``target`` (a claim); see the module doc."""
+
+    queue: WarmQueue
+    target: ObjectKey
+    why: str = ""
+    step: str = ""
+    verb = "take"
+
+
+@dataclass(frozen=True)
+class DropQueue:
+    """Remove ``queue``: its durable consumer and every entry (its pool is gone)."""
+
+    queue: WarmQueue
+    target: ObjectKey
+    why: str = ""
+    step: str = ""
+    verb = "drop queue"
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from nats.js import JetStreamContext
 from opentelemetry.trace import Tracer
 
 from services.runtime.bus import BusConfig
-from services.runtime.cache import ObjectCache, ObjectKey, metadata_of
+from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
 from services.runtime.kube import KubeApi, KubeError
 from services.runtime.reconcile.actions import (
     Action,
@@ -59,9 +59,11 @@ from services.runtime.reconcile.actions import (
     Delete,
     Patch,
     Plan,
+    Refresh,
     Replace,
     Together,
 )
+from services.runtime.reconcile.sources import Delivery
 from services.runtime.reconcile.tracing import StepSpans
 
 __all__ = [
@@ -87,6 +89,8 @@ class ExecutionContext:
     bus: BusConfig = field(default_factory=BusConfig)
     key: ObjectKey | None = None
     """The key being reconciled: the writer of what these actions write."""
+    hold: Callable[[Delivery], None] | None = None
+    """Hands a message taken for the key to the worker, which holds it until a plan acks it."""
 
 
 @dataclass(frozen=True)
@@ -240,7 +244,8 @@ async def _update(action: Patch | Replace, context: ExecutionContext) -> Execute
     target = action.target
     try:
         if isinstance(action, Patch):
-            written = await context.api.patch(target, action.patch, subresource=action.subresource)
+            body = _conditional(action, context) if action.conditional else action.patch
+            written = await context.api.patch(target, body, subresource=action.subresource)
         else:
             written = await context.api.replace(action.body)
     except KubeError as error:
@@ -255,10 +260,32 @@ async def _update(action: Patch | Replace, context: ExecutionContext) -> Execute
     return Executed()
 
 
+def _conditional(action: Patch, context: ExecutionContext) -> Json:
+    known = context.cache.get(action.target)
+    version = metadata_of(known).get("resourceVersion") if known is not None else None
+    if not version:
+        raise ActionFailed(f"no known version of {action.target} to make the patch conditional on")
+    metadata = {**(action.patch.get("metadata") or {}), "resourceVersion": str(version)}
+    return {**action.patch, "metadata": metadata}
+
+
+async def _refresh(action: Refresh, context: ExecutionContext) -> Executed:
+    try:
+        found = await context.api.get(action.target)
+    except KubeError as error:
+        if not error.not_found:
+            raise
+        context.cache.remember_gone(action.target)
+        return Executed(note="not found", stale=True)
+    context.cache.remember(found)
+    return Executed(note=f"at {metadata_of(found).get('resourceVersion')}", stale=True)
+
+
 RUNTIME_EXECUTORS: Mapping[type, Executor] = {
     Create: _create,
     Patch: _update,
     Replace: _update,
     Delete: _delete,
+    Refresh: _refresh,
 }
 """The executors of the Kubernetes writes; the worker adds ``Ack`` and its own kinds."""

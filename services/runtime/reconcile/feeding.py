@@ -27,7 +27,9 @@ included, because changes may have been missed in between.
 
 Each worker has one durable. Two replicas of one worker would split its events between them
 and each would see half the world, so a worker runs as a single active replica (standbys wait
-for a Lease, :mod:`services.runtime.election`).
+for a Lease, :mod:`services.runtime.election`), or each replica of a sharded worker
+(:mod:`.sharding`) has a durable of its own (:func:`replica_durable_name`), which the server
+removes once the replica has been gone for ``inactive_threshold``.
 """
 
 from __future__ import annotations
@@ -44,20 +46,24 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from events.codec import EventDecodeError, UnknownEventType, decode_event
-from events.subjects import event_filter, state_filter
+from events.subjects import encode_token, event_filter, state_filter
 from events.types import Event, ObjectAdded, ObjectDeleted, ObjectEvent, ObjectModified
 from services.runtime.bus import BusConfig, dead_letter
 from services.runtime.cancellation import stop_tasks
 from services.runtime.consume import ConsumeStats, consume_events
 from services.runtime.streams import push_to_end
 
-__all__ = ["BusFeed", "durable_name"]
+__all__ = ["BusFeed", "durable_name", "replica_durable_name"]
 
 log = logging.getLogger(__name__)
 
 
 def durable_name(worker: str) -> str:
     return f"{worker}-worker"
+
+
+def replica_durable_name(worker: str, identity: str) -> str:
+    return f"{durable_name(worker)}-{encode_token(identity)}"
 
 
 class BusFeed:
@@ -86,6 +92,8 @@ class BusFeed:
         self.batch = batch
         self.ack_wait = ack_wait
         self.durable = durable_name(worker)
+        self.inactive_threshold: float | None = None
+        """Seconds without a fetch after which the server removes the durable (a replica's)."""
         self.loaded = asyncio.Event()
         """Set once the state table has been read (the cache holds the world)."""
         self.durable_check = durable_check
@@ -137,6 +145,7 @@ class BusFeed:
                 ack_policy=AckPolicy.EXPLICIT,
                 ack_wait=self.ack_wait,
                 max_ack_pending=max(self.batch * 4, 1024),
+                inactive_threshold=self.inactive_threshold,
             ),
         )
 

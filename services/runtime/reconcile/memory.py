@@ -21,7 +21,7 @@ import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
-from events.subjects import memo_filter, memo_subject
+from events.subjects import memo_filter, memo_subject, replica_filter
 from services.runtime.bus import BusConfig
 from services.runtime.cache import ObjectKey
 from services.runtime.reconcile.expectations import Expectations
@@ -81,6 +81,7 @@ class MemoStore:
     async def load(self) -> dict[ObjectKey, KeyRecord]:
         """Every key this worker remembers something of."""
         records: dict[ObjectKey, KeyRecord] = {}
+        heartbeats = replica_filter(self.worker).removesuffix("*")
         async for msg in read_to_end(
             self.js,
             self.bus.memo_stream,
@@ -88,6 +89,8 @@ class MemoStore:
             deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
             name_prefix=f"{self.worker}-memo",
         ):
+            if msg.subject.startswith(heartbeats):
+                continue  # the replicas' heartbeats share the worker's subjects (.sharding)
             try:
                 record = _decoder.decode(msg.data)
             except msgspec.DecodeError as error:

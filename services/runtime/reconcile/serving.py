@@ -8,12 +8,14 @@ It does the same for every worker, in this order:
    with an error, so Kubernetes restarts it) and make sure the bus exists;
 2. open the one Kubernetes client, writing as the worker's field manager, with request timeouts;
 3. run the :class:`~.worker.Worker`, either on every replica (``replicas="all"``: the worker's
-   inputs are JetStream consumers that already hand each message to one replica) or on the
-   replica that holds the worker's Lease (``replicas="leader"``: one writer at a time, the
-   others standing by). A leader that loses its Lease stops acting at once (the worker asks
-   ``may_act`` before every action), stops its worker and stands by again; its successor loads
-   the state table and the memo stream and resumes the shared durable consumer from its ack
-   floor, so nothing is missed and nothing is done twice that a precondition would not stop.
+   inputs are JetStream consumers that already hand each message to one replica), on every
+   replica with the keys divided among them (``replicas="shards"``, :mod:`.sharding`: each
+   key reconciled by one live replica), or on the replica that holds the worker's Lease
+   (``replicas="leader"``: one writer at a time, the others standing by). A leader that
+   loses its Lease stops acting at once (the worker asks ``may_act`` before every action),
+   stops its worker and stands by again; its successor loads the state table and the memo
+   stream and resumes the shared durable consumer from its ack floor, so nothing is missed
+   and nothing is done twice that a precondition would not stop.
 
 Environment, besides the connection settings (``SANDBUS_<WORKER>_...`` with the worker's name
 in upper case):
@@ -24,7 +26,10 @@ in upper case):
                                      proportions)
 ``SANDBUS_<WORKER>_LEASE_NAME``      default ``sandbus-<worker>``
 ``SANDBUS_LEASE_NAMESPACE``          default ``$POD_NAMESPACE``, else ``default``
-``SANDBUS_IDENTITY``                 this replica's name on the Lease (default: host and pid)
+``SANDBUS_<WORKER>_REPLICA_TTL``     seconds a sharded replica counts as alive after its last
+                                     heartbeat (default 6; whole seconds, at least 1)
+``SANDBUS_IDENTITY``                 this replica's name on the Lease or among the shards
+                                     (default: host and pid)
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from services.runtime.connection import budget_from_environment, connect_nats
 from services.runtime.election import LeaseElector
 from services.runtime.kube import KubeApi
 from services.runtime.lease import LeaseTimings
+from services.runtime.reconcile.feeding import replica_durable_name
+from services.runtime.reconcile.sharding import Membership, owner_of
 from services.runtime.reconcile.tracing import tracing_from_environment
 from services.runtime.reconcile.worker import Worker, WorkerDefinition, WorkerSettings
 from services.runtime.settings import Settings, kube_api_client
@@ -52,7 +59,10 @@ __all__ = ["WorkerService", "lease_settings", "serve_worker"]
 
 log = logging.getLogger(__name__)
 
-Replicas = Literal["leader", "all"]
+Replicas = Literal["leader", "all", "shards"]
+
+REPLICA_DURABLE_INACTIVE = 300.0
+"""Seconds after which the event-log durable of a sharded replica that is gone is removed."""
 
 
 @dataclass(frozen=True)
@@ -140,12 +150,53 @@ async def serve_worker(
                 else "active on every replica",
                 "on" if tracing else "off",
             )
-            work = _lead(make_worker, api, lease) if lease is not None else make_worker().run()
+            if lease is not None:
+                work = _lead(make_worker, api, lease)
+            elif service.replicas == "shards":
+                membership = Membership(
+                    connection.js,
+                    worker=name,
+                    identity=lease_settings(name).identity,
+                    bus=bus,
+                    ttl=_positive(os.environ, f"SANDBUS_{name.upper()}_REPLICA_TTL") or 6.0,
+                )
+                work = _shard(make_worker(), membership)
+            else:
+                work = make_worker().run()
             await supervise([(f"{name}-work", work), (f"{name}-nats", connection.lost())])
     finally:
         await connection.close()
         if tracing is not None:
             tracing.shutdown()
+
+
+async def _shard(worker: Worker, membership: Membership) -> None:
+    """Run ``worker`` on this replica's share of the keys, following the membership."""
+    me = membership.identity
+    worker.owns = membership.owns
+    # Every replica sees every change (its cache is the whole world); only the reconciles are
+    # divided. A replica that dies leaves its durable to the server's inactivity timeout.
+    worker.feed.durable = replica_durable_name(worker.definition.name, me)
+    worker.feed.inactive_threshold = REPLICA_DURABLE_INACTIVE
+
+    def changed(before: frozenset[str], now: frozenset[str]) -> None:
+        worker.reshard(lambda key: owner_of(key, now) == me and owner_of(key, before) != me)
+
+    membership.on_change = changed
+    follow = asyncio.create_task(membership.run(), name=f"{worker.definition.name}-replicas")
+    try:
+        await membership.joined.wait()
+        log.info("%s: sharing the keys with %s", me, ", ".join(sorted(membership.members)))
+        await supervise(
+            [(f"{worker.definition.name}-sharded", worker.run()), ("replicas", _forever(follow))]
+        )
+    finally:
+        await stop_tasks((follow,))
+
+
+async def _forever(task: asyncio.Task[None]) -> None:
+    await task
+    raise RuntimeError("the membership heartbeat stopped")
 
 
 async def _lead(make_worker: Callable[[], Worker], api: KubeApi, lease: LeaseSettings) -> None:

@@ -56,6 +56,8 @@ class Handle(Protocol):
 
     async def in_progress(self) -> None: ...
 
+    async def nak(self, delay: float | None = ...) -> None: ...
+
 
 @dataclass(frozen=True)
 class Delivery:

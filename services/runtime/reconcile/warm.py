@@ -1,5 +1,5 @@
-"""The executors of the warm-queue actions, for a worker to register (:data:`WARM_EXECUTORS`);
-the action kinds themselves are planner vocabulary, in :mod:`.actions`.
+"""The executors of the warm-queue actions (the action kinds themselves are planner vocabulary,
+in :mod:`.actions`).
 
 :class:`~.actions.Enqueue`
     Put one adoptable sandbox's entry (a ``WarmQueued`` event) on its queue subject. The warm
@@ -8,22 +8,49 @@ the action kinds themselves are planner vocabulary, in :mod:`.actions`.
 :class:`~.actions.Purge`
     Remove what the queue holds under a subject: one entry (a ghost, a sandbox adopted or gone)
     or, with a wildcard filter, a whole queue (its template or last pool was deleted).
+:class:`~.actions.Take`
+    :class:`WarmTaker`: one entry off a queue through the queue's one durable pull consumer,
+    which every claim-worker replica shares, so an entry goes to exactly one of them. The pull
+    asks for one message with ``no_wait``: an empty queue answers at once (status 404), so a
+    claim that finds its pool dry goes on to a cold start without waiting. A taken entry is
+    held for the claim until its plan acks it after the adoption's writes, or releases it; a
+    replica that dies holding it leaves it to come back after the consumer's ack wait.
+:class:`~.actions.DropQueue`
+    Delete a queue's durable consumer and purge its entries: its pool is gone.
 
-Taking an entry is not an action: a worker reads its queue through a further input source
-(:class:`~services.runtime.reconcile.sources.PullSource`) and ends the plan that adopted it
-with an :class:`~services.runtime.reconcile.actions.Ack`, after the adoption's writes.
+Register :data:`WARM_EXECUTORS` (the producer side) or :meth:`WarmTaker.executors` (both
+sides) in a worker's definition.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 from collections.abc import Mapping
 
-from events.codec import nats_subject
-from services.runtime.bus import enqueue_warm
-from services.runtime.reconcile.actions import Enqueue, Purge
-from services.runtime.reconcile.executing import ActionFailed, Executed, ExecutionContext, Executor
+import msgspec
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-__all__ = ["WARM_EXECUTORS"]
+from events.codec import nats_subject
+from events.subjects import warm_consumer_name, warm_queue_filter
+from services.runtime.bus import BusConfig, enqueue_warm
+from services.runtime.reconcile.actions import DropQueue, Enqueue, Purge, Take, WarmQueue
+from services.runtime.reconcile.executing import ActionFailed, Executed, ExecutionContext, Executor
+from services.runtime.reconcile.sources import Delivery, SourceMessage
+
+__all__ = ["WARM_EXECUTORS", "WARM_SOURCE", "WarmTaker"]
+
+log = logging.getLogger(__name__)
+
+WARM_SOURCE = "warm"
+"""The source name of taken warm entries, as ``Ack`` and ``Release`` name it."""
+
+_ONE_NOW = json.dumps({"batch": 1, "no_wait": True}).encode()
 
 
 async def _enqueue(action: Enqueue, context: ExecutionContext) -> Executed:
@@ -42,4 +69,122 @@ async def _purge(action: Purge, context: ExecutionContext) -> Executed:
 
 
 WARM_EXECUTORS: Mapping[type, Executor] = {Enqueue: _enqueue, Purge: _purge}
-"""Register these in a worker's definition to use ``Enqueue`` and ``Purge``."""
+"""The producer side: register these in a worker's definition to use ``Enqueue`` and ``Purge``."""
+
+
+class WarmTaker:
+    """Takes entries off warm queues; one per worker process (it remembers which queues'
+    consumers it has made sure of)."""
+
+    def __init__(self, *, ack_wait: float = 30.0, timeout: float = 5.0) -> None:
+        self.ack_wait = ack_wait
+        """Seconds an entry taken by a replica that died stays away before it comes back."""
+        self.timeout = timeout
+        self._ready: set[str] = set()
+        self.taken = 0
+        self.empty = 0
+
+    def executors(self) -> Mapping[type, Executor]:
+        return {**WARM_EXECUTORS, Take: self.take, DropQueue: self.drop}
+
+    def consumer_config(self, queue: WarmQueue) -> ConsumerConfig:
+        name = warm_consumer_name(queue.namespace, queue.template_hash, queue.pool)
+        return ConsumerConfig(
+            name=name,
+            durable_name=name,
+            filter_subject=warm_queue_filter(queue.namespace, queue.template_hash, queue.pool),
+            deliver_policy=DeliverPolicy.ALL,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait,
+            max_deliver=-1,
+        )
+
+    async def take(self, action: Take, context: ExecutionContext) -> Executed:
+        if context.js is None or context.hold is None:
+            raise ActionFailed("no bus to take from")
+        msg = await self._pull(context.js, context.bus, action.queue)
+        if msg is None:
+            self.empty += 1
+            return Executed(note="queue empty")
+        try:
+            data = msgspec.json.decode(msg.data)
+        except msgspec.DecodeError as error:
+            # Not an entry anyone can use: gone from the queue for good, with the reason said.
+            await msg.term()
+            raise ActionFailed(f"a queue entry on {msg.subject} is not JSON: {error}") from error
+        meta = msg.metadata
+        token = f"{meta.stream}:{meta.sequence.stream}"
+        message = SourceMessage(
+            source=WARM_SOURCE,
+            token=token,
+            subject=msg.subject,
+            data=data,
+            delivered=meta.num_delivered,
+        )
+        context.hold(Delivery(action.target, message, msg))
+        self.taken += 1
+        left = meta.num_pending
+        return Executed(note=f"took {msg.subject} ({token}; depth {left + 1}→{left})", stale=True)
+
+    async def _pull(self, js: JetStreamContext, bus: BusConfig, queue: WarmQueue) -> Msg | None:
+        config = self.consumer_config(queue)
+        name = str(config.durable_name)
+        for attempt in (1, 2):
+            if name not in self._ready:
+                await js.add_consumer(bus.warm_stream, config)
+                self._ready.add(name)
+            try:
+                msg = await self._request(js, bus, name)
+            except nats.errors.NoRespondersError:
+                if attempt == 2:
+                    raise
+                # The consumer is gone (its pool was dropped, or someone deleted it): again.
+                self._ready.discard(name)
+                continue
+            status = (msg.headers or {}).get("Status")
+            if not status:
+                return msg
+            if status in ("404", "408"):
+                return None
+            raise ActionFailed(
+                f"queue {name} answered {status} {(msg.headers or {}).get('Description', '')}"
+            )
+        return None
+
+    async def _request(self, js: JetStreamContext, bus: BusConfig, consumer: str) -> Msg:
+        # A pulled message arrives on its own subject, not the reply inbox, so the connection's
+        # request multiplexer cannot route it; each pull gets its own one-message
+        # subscription instead, which lets pulls of many claims run at once.
+        nc = js._nc
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox, max_msgs=1)
+        try:
+            await nc.publish(
+                f"{js._prefix}.CONSUMER.MSG.NEXT.{bus.warm_stream}.{consumer}",
+                _ONE_NOW,
+                reply=inbox,
+            )
+            try:
+                msg = await sub.next_msg(timeout=self.timeout)
+            except nats.errors.TimeoutError as error:
+                raise ActionFailed(
+                    f"no answer from queue {consumer} within {self.timeout}s"
+                ) from error
+        finally:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+        if (msg.headers or {}).get("Status") == "503":
+            raise nats.errors.NoRespondersError
+        return msg
+
+    async def drop(self, action: DropQueue, context: ExecutionContext) -> Executed:
+        if context.js is None:
+            raise ActionFailed("no bus to drop a queue from")
+        queue = action.queue
+        name = warm_consumer_name(queue.namespace, queue.template_hash, queue.pool)
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await context.js.delete_consumer(context.bus.warm_stream, name)
+        self._ready.discard(name)
+        subject = warm_queue_filter(queue.namespace, queue.template_hash, queue.pool)
+        await context.js.purge_stream(context.bus.warm_stream, subject=subject)
+        return Executed(note=f"deleted consumer {name}, purged {subject}")

@@ -75,10 +75,18 @@ from events.types import (
     decision_event,
 )
 from services.runtime.bus import BusConfig, publish_event
-from services.runtime.cache import Change, Json, ObjectCache, ObjectKey, metadata_of
+from services.runtime.cache import Change, Json, ObjectCache, ObjectKey, key_of, metadata_of
 from services.runtime.cancellation import supervise
 from services.runtime.kube import KubeApi
-from services.runtime.reconcile.actions import Ack, Create, Delete, Plan, flattened, plan_digest
+from services.runtime.reconcile.actions import (
+    Ack,
+    Create,
+    Delete,
+    Plan,
+    Release,
+    flattened,
+    plan_digest,
+)
 from services.runtime.reconcile.executing import (
     ALREADY_GONE,
     RUNTIME_EXECUTORS,
@@ -203,6 +211,9 @@ class Worker:
     """None: no tracing (see :mod:`.tracing`)."""
     may_act: Callable[[], bool] = lambda: True
     """Asked before every action: False once this replica has lost its Lease."""
+    owns: Callable[[ObjectKey], bool] = lambda key: True
+    """Asked before every reconcile: False for a key another replica reconciles
+    (:mod:`.sharding`)."""
 
     def __post_init__(self) -> None:
         self.cache = ObjectCache(
@@ -218,6 +229,7 @@ class Worker:
         self._executors: dict[type, Executor] = {
             **RUNTIME_EXECUTORS,
             Ack: self._ack,
+            Release: self._release,
             **self.definition.executors,
         }
         self.memos = MemoStore(self.js, worker=self.definition.name, bus=self.bus)
@@ -279,10 +291,17 @@ class Worker:
         )
         obj = event.data.object
         writer = self.cache.writer_of_echo(change, obj, kind=event.kind)
+        before = self.cache.observed(key_of(obj, event.kind))
         self.cache.observe(change, obj, kind=event.kind)
         if not self.feed.loaded.is_set():
             return  # the first load wakes every key once it is complete, never a partial view
-        for key in self.definition.wakes(event.kind, obj, self.cache):
+        # The keys the object concerned before the change wake too, as controller-runtime's
+        # owner handlers wake the old and the new owner: a member a claim adopted no longer
+        # names its pool, and the pool must see it go.
+        woken = dict.fromkeys(self.definition.wakes(event.kind, obj, self.cache))
+        if before is not None and before is not obj:
+            woken.update(dict.fromkeys(self.definition.wakes(event.kind, before, self.cache)))
+        for key in woken:
             if key.kind not in self._reconcilers or self._own_echo(key, writer):
                 continue
             window = self.definition.coalesce.get(key.kind)
@@ -328,10 +347,8 @@ class Worker:
     async def _hand_back(self) -> None:
         # A clean stop gives held messages back at once instead of after their ack wait.
         for held in [h for by_token in self._held.values() for h in by_token.values()]:
-            nak = getattr(held.handle, "nak", None)
-            if nak is not None:
-                with contextlib.suppress(Exception):
-                    await nak()
+            with contextlib.suppress(Exception):
+                await held.handle.nak()
         self._held.clear()
 
     async def _ack(self, action: Ack, context: ExecutionContext) -> Executed:
@@ -340,11 +357,38 @@ class Worker:
         if held is None:
             raise ActionFailed(f"message {action.token} of {action.source} is not held here")
         await held.handle.ack_sync(timeout=self.settings.decision_timeout)
-        by_token = self._held[action.target]
-        del by_token[action.token]
-        if not by_token:
-            del self._held[action.target]
+        self._drop_held(action.target, action.token)
         return Executed()
+
+    async def _release(self, action: Release, context: ExecutionContext) -> Executed:
+        del context
+        held = self._drop_held(action.target, action.token)
+        if held is None:
+            raise ActionFailed(f"message {action.token} of {action.source} is not held here")
+        await held.handle.nak()
+        return Executed()
+
+    def _drop_held(self, key: ObjectKey, token: str) -> Held | None:
+        by_token = self._held.get(key, {})
+        held = by_token.pop(token, None)
+        if not by_token:
+            self._held.pop(key, None)
+        return held
+
+    async def _let_go(self, key: ObjectKey) -> None:
+        # A key this replica no longer owns: what it holds for it goes back to its queue.
+        for held in self._held.pop(key, {}).values():
+            with contextlib.suppress(Exception):
+                await held.handle.nak()
+
+    def reshard(self, gained: Callable[[ObjectKey], bool]) -> None:
+        """The replicas changed (see :mod:`.sharding`): reconcile the keys this one gained."""
+        if not self.feed.loaded.is_set():
+            return  # the load wakes every owned key anyway
+        for kind in self._reconcilers:
+            for key in {*self.cache.keys(kind), *(k for k in self._records if k.kind == kind)}:
+                if gained(key):
+                    self.queue.add(key, background=True)
 
     async def _work(self) -> None:
         while True:
@@ -352,6 +396,10 @@ class Worker:
                 key, triggers = await self.queue.get()
             except QueueShutDown:
                 return
+            if not self.owns(key):
+                await self._let_go(key)
+                self.queue.done(key)
+                continue
             try:
                 await self.reconcile(key, triggers)
             except Exception:
@@ -444,7 +492,7 @@ class Worker:
         execution = await execute(
             plan,
             self._executors,
-            ExecutionContext(self.api, self.cache, self.js, self.bus, key),
+            ExecutionContext(self.api, self.cache, self.js, self.bus, key, self.take_delivery),
             may_act=self.may_act,
             tracer=tracer,
         )

@@ -1,0 +1,1 @@
+"""The claim worker: agent-sandbox's SandboxClaim controller, driven by the bus."""

@@ -1,0 +1,1 @@
+"""The claim worker's functional core: pure planners and the decisions they share (no I/O)."""

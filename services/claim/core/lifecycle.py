@@ -1,0 +1,54 @@
+"""When a SandboxClaim expires (spec/agent-sandbox.md §3.3 steps 5-6; upstream
+internal/lifecycle/expiry.go).
+
+The claim expires at the earlier of ``spec.lifecycle.shutdownTime`` and the time its mirrored
+``Finished`` condition turned True plus ``ttlSecondsAfterFinished``. Expiry takes two passes:
+the first only persists Ready=False/ClaimExpired (so the reason is on record before anything
+is deleted), the second acts on ``shutdownPolicy``: ``Delete`` deletes the claim (its Sandbox
+goes with it through the garbage collector), ``DeleteForeground`` deletes it with foreground
+propagation, ``Retain`` deletes only the Sandbox the claim controls and keeps the claim. A
+warm-adopted Sandbox is controlled by the claim like a cold one, so it is removed too
+(upstream #587).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from services.claim.core.status import condition_of
+
+__all__ = ["EXPIRED_MESSAGE", "expires_at", "shutdown_policy"]
+
+EXPIRED_MESSAGE: Final = "Claim expired. Sandbox cleanup initiated."
+
+
+def _parse(text: Any) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def expires_at(claim: Mapping[str, Any]) -> datetime | None:
+    """The moment the claim expires (None: never, as far as its spec and status say now)."""
+    lifecycle = (claim.get("spec") or {}).get("lifecycle") or {}
+    moments = []
+    shutdown = _parse(lifecycle.get("shutdownTime"))
+    if shutdown is not None:
+        moments.append(shutdown)
+    ttl = lifecycle.get("ttlSecondsAfterFinished")
+    finished = condition_of(claim, "Finished")
+    if isinstance(ttl, int) and finished is not None and finished.get("status") == "True":
+        since = _parse(finished.get("lastTransitionTime"))
+        if since is not None:
+            moments.append(since + timedelta(seconds=ttl))
+    return min(moments) if moments else None
+
+
+def shutdown_policy(claim: Mapping[str, Any]) -> str:
+    lifecycle = (claim.get("spec") or {}).get("lifecycle") or {}
+    return str(lifecycle.get("shutdownPolicy") or "Retain")

@@ -1,0 +1,137 @@
+"""The claim worker as the reconciler runtime sees it: what it follows, what wakes what, and
+its two reconcilers.
+
+``SandboxClaim`` keys are reconciled by :func:`~services.claim.core.plan.plan_claim`: adopt a
+warm sandbox from the claim's pool queue, or start cold; keep the status. ``SandboxWarmPool``
+keys by :func:`~services.claim.core.queues.plan_queue`: a pool's queue goes with the pool.
+
+Following upstream's watches (spec/agent-sandbox.md §3.2): a claim's change wakes it; a
+Sandbox's change wakes the claim that controls it; a pool's change of spec (its generation,
+not its status) wakes its own key and the claims that name it and have no Sandbox yet; a
+template seen for the first time wakes the claims of the pools that use it (a claim waiting
+with TemplateNotFound).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar
+
+from services.claim.core.observation import ClaimObservation, ClaimSettings, observe_claim
+from services.claim.core.plan import plan_claim
+from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
+from services.pool.core.blueprint import template_ref_name
+from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of, metadata_of
+from services.runtime.reconcile import Plan
+from services.runtime.reconcile.warm import WarmTaker
+from services.runtime.reconcile.worker import Observed, WorkerDefinition
+
+__all__ = ["WATCHED_KINDS", "WORKER_NAME", "ClaimReconciler", "ClaimWakes", "claim_worker"]
+
+WORKER_NAME = "claim"
+WATCHED_KINDS = ("SandboxClaim", "Sandbox", "SandboxWarmPool", "SandboxTemplate")
+
+
+@dataclass(frozen=True)
+class ClaimReconciler:
+    settings: ClaimSettings = field(default_factory=ClaimSettings)
+    kind: str = field(default="SandboxClaim", init=False)
+
+    def observe(self, key: ObjectKey, observed: Observed) -> ClaimObservation:
+        return observe_claim(
+            key,
+            observed.cache,
+            settings=self.settings,
+            messages=observed.messages,
+            last_error=observed.last_error,
+        )
+
+    def plan(self, inputs: ClaimObservation, now: datetime) -> Plan:
+        return plan_claim(inputs, now)
+
+
+@dataclass(frozen=True)
+class QueueReconciler:
+    kind: str = field(default="SandboxWarmPool", init=False)
+    memo_type: ClassVar[type] = QueueMemo
+
+    def observe(self, key: ObjectKey, observed: Observed) -> QueueObservation:
+        return QueueObservation(
+            namespace=key.namespace,
+            name=key.name,
+            pool=observed.cache.get(key),
+            memo=observed.memo,
+        )
+
+    def plan(self, inputs: QueueObservation, now: datetime) -> Plan:
+        return plan_queue(inputs, now)
+
+
+def _unbound(claim: Json) -> bool:
+    return not ((claim.get("status") or {}).get("sandbox") or {}).get("name") and not (
+        metadata_of(claim).get("deletionTimestamp")
+    )
+
+
+def _pool_of(claim: Json) -> str:
+    return str(((claim.get("spec") or {}).get("warmPoolRef") or {}).get("name") or "")
+
+
+@dataclass
+class ClaimWakes:
+    """Which keys a change wakes (see the module doc). It remembers each pool's generation and
+    the templates seen, because a change arrives without the object it replaced."""
+
+    generations: dict[ObjectKey, int] = field(default_factory=dict)
+    templates: set[str] = field(default_factory=set)
+
+    def __call__(self, kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
+        key = key_of(obj, kind)
+        if kind == "SandboxClaim":
+            yield key
+        elif kind == "Sandbox":
+            owner = controller_of(obj)
+            if owner is not None and owner.get("kind") == "SandboxClaim":
+                yield ObjectKey("SandboxClaim", key.namespace, str(owner.get("name") or ""))
+        elif kind == "SandboxWarmPool":
+            generation = metadata_of(obj).get("generation")
+            if cache.get(key) is None:  # deleted
+                self.generations.pop(key, None)
+                yield key
+                return
+            seen = self.generations.get(key)
+            if not isinstance(generation, int) or (isinstance(seen, int) and generation <= seen):
+                return  # a status change, or the state a change replaced
+            self.generations[key] = generation
+            yield key
+            for claim in cache.objects("SandboxClaim", key.namespace):
+                if _pool_of(claim) == key.name and _unbound(claim):
+                    yield key_of(claim, "SandboxClaim")
+        elif kind == "SandboxTemplate":
+            uid = str(metadata_of(obj).get("uid") or "")
+            if uid in self.templates or cache.get(key) is None:
+                return
+            self.templates.add(uid)
+            pools = {
+                str(metadata_of(pool).get("name"))
+                for pool in cache.objects("SandboxWarmPool", key.namespace)
+                if template_ref_name(pool) == key.name
+            }
+            for claim in cache.objects("SandboxClaim", key.namespace):
+                if _pool_of(claim) in pools and not metadata_of(claim).get("deletionTimestamp"):
+                    yield key_of(claim, "SandboxClaim")
+
+
+def claim_worker(
+    settings: ClaimSettings | None = None, taker: WarmTaker | None = None
+) -> WorkerDefinition:
+    taker = taker or WarmTaker()
+    return WorkerDefinition(
+        name=WORKER_NAME,
+        reconcilers=(ClaimReconciler(settings or ClaimSettings()), QueueReconciler()),
+        watched_kinds=WATCHED_KINDS,
+        wakes=ClaimWakes(),
+        executors=taker.executors(),
+    )

@@ -1,0 +1,99 @@
+"""What the claim worker's end-to-end tests share: claims, their outcome, and the one-to-one
+check."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from api.keys import LABEL_LAUNCH_TYPE
+from services.runtime.kube import KubeApi
+from tests.component.sandbox.conftest import NS
+
+Json = dict[str, Any]
+
+
+def claim_body(name: str, pool: str, **spec: Any) -> Json:
+    return {
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"warmPoolRef": {"name": pool}, **spec},
+    }
+
+
+def claim_ready(claim: Json) -> bool:
+    status = claim.get("status") or {}
+    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+    return ready is not None and ready.get("status") == "True" and bool(status.get("sandbox"))
+
+
+async def claims_ready(kube: KubeApi, names: set[str]) -> bool:
+    claims = {c["metadata"]["name"]: c for c in await kube.list("SandboxClaim", NS)}
+    return all(name in claims and claim_ready(claims[name]) for name in names)
+
+
+async def bindings(kube: KubeApi) -> dict[str, str]:
+    """Claim → the Sandbox its status names; asserts one-to-one against the Sandboxes'
+    controllers: every bound Sandbox is controlled by exactly its claim, no Sandbox by two."""
+    claims = await kube.list("SandboxClaim", NS)
+    sandboxes = {s["metadata"]["name"]: s for s in await kube.list("Sandbox", NS)}
+    bound: dict[str, str] = {}
+    for claim in claims:
+        name = ((claim.get("status") or {}).get("sandbox") or {}).get("name")
+        if name:
+            bound[claim["metadata"]["name"]] = name
+    twice = [name for name, count in Counter(bound.values()).items() if count > 1]
+    assert not twice, f"sandboxes bound to two claims: {twice}"
+    controlled: Counter[str] = Counter()
+    for sandbox in sandboxes.values():
+        for ref in sandbox["metadata"].get("ownerReferences") or ():
+            if ref.get("controller") and ref.get("kind") == "SandboxClaim":
+                controlled[ref["name"]] += 1
+    many = [claim for claim, count in controlled.items() if count > 1]
+    assert not many, f"claims controlling more than one Sandbox: {many}"
+    for claim, sandbox in bound.items():
+        refs = sandboxes[sandbox]["metadata"].get("ownerReferences") or ()
+        assert [r["name"] for r in refs if r.get("controller")] == [claim], (claim, sandbox)
+    return bound
+
+
+async def launch_types(kube: KubeApi, sandboxes: set[str]) -> Counter[str]:
+    return Counter(
+        (s["metadata"].get("labels") or {}).get(LABEL_LAUNCH_TYPE, "?")
+        for s in await kube.list("Sandbox", NS)
+        if s["metadata"]["name"] in sandboxes
+    )
+
+
+async def recent_decisions(url: str, names: list[str], last: int = 6) -> str:
+    """The claim worker's last decisions about ``names``, for a failure's message."""
+    import msgspec
+    import nats
+
+    from events.subjects import encode_token
+    from services.runtime.streams import read_to_end
+
+    connection = await nats.connect(url)
+    lines: list[str] = []
+    try:
+        js = connection.jetstream()
+        for name in names:
+            found: list[str] = []
+            subject = (
+                f"sandbus.decisions.claim.sandboxclaim.{encode_token(NS)}.{encode_token(name)}"
+            )
+            async for msg in read_to_end(js, "SANDBUS_EVENTS", [subject]):
+                data = msgspec.json.decode(msg.data)["data"]
+                actions = [
+                    f"{a['verb']}: {a.get('detail')}{' !' + a['error'] if a.get('error') else ''}"
+                    for a in data.get("actions") or ()
+                ]
+                found.append(
+                    f"  {data.get('outcome')} {data.get('reason')} {actions} "
+                    f"err={data.get('error')} next={data.get('requeueAfterSeconds')}"
+                )
+            lines.append(f"{name}:\n" + "\n".join(found[-last:]))
+    finally:
+        await connection.close()
+    return "\n".join(lines)

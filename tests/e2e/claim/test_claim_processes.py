@@ -1,0 +1,195 @@
+"""End to end: SandboxClaims against a warm pool, with the watcher, the sandbox, pool and claim
+workers as their own processes on the development cluster.
+
+What must hold: every claim gets exactly one Sandbox and every Sandbox at most one claim
+(upstream #418, a claim adopting two), under any number of claim-worker replicas killed at any
+instant; a pool of N serves N claims warm and the rest start cold at once; the pool replenishes
+behind the adoptions; afterwards every queue holds exactly the pool's adoptable members.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import nats
+import pytest
+
+from api.keys import name_hash
+from events.subjects import warm_queue_filter
+from services.runtime.kube import KubeApi
+from tests.component.sandbox.conftest import NS, until
+from tests.e2e.claim.harness import (
+    bindings,
+    claim_body,
+    claim_ready,
+    claims_ready,
+    launch_types,
+    recent_decisions,
+)
+from tests.e2e.pool.test_pool_processes import (
+    cluster_world,
+    members,
+    pool_body,
+    ready_members,
+    template_body,
+)
+from tests.e2e.services import log_tails, service
+
+pytestmark = pytest.mark.slow
+
+CLAIM_ENV = {"SANDBUS_CLAIM_REPLICA_TTL": "1", "SANDBUS_CLAIM_ACK_WAIT": "2"}
+
+
+async def not_ready(kube: KubeApi, names: set[str]) -> list[str]:
+    claims = {c["metadata"]["name"]: c for c in await kube.list("SandboxClaim", NS)}
+    return sorted(n for n in names if n not in claims or not claim_ready(claims[n]))
+
+
+async def queue_depth(url: str, pool: str) -> int:
+    connection = await nats.connect(url)
+    try:
+        info = await connection.jetstream().stream_info(
+            "SANDBUS_WARM", subjects_filter=warm_queue_filter(NS, name_hash("tpl"), pool)
+        )
+        return sum((info.state.subjects or {}).values())
+    finally:
+        await connection.close()
+
+
+async def queue_matches_pool(url: str, kube: KubeApi, pool: str, size: int) -> bool:
+    """The pool is full and Ready, and its queue holds exactly those members."""
+    ready = await ready_members(kube, pool)
+    return ready == size == len(await members(kube, pool)) and await queue_depth(url, pool) == ready
+
+
+async def create_claims(kube: KubeApi, names: list[str], pool: str) -> None:
+    await asyncio.gather(*(kube.create(claim_body(name, pool)) for name in names))
+
+
+@asynccontextmanager
+async def workers(url: str, kubeconfig: Path, logs: Path) -> AsyncIterator[None]:
+    async with (
+        service("watcher", url, kubeconfig, logs),
+        service("sandbox", url, kubeconfig, logs),
+        service("pool", url, kubeconfig, logs),
+    ):
+        yield
+
+
+@pytest.mark.timeout(300)
+async def test_fifty_claims_adopt_fifty_warm_then_sixty_take_fifty_warm_and_ten_cold(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    async with cluster_world(tmp_path) as (nats_server, _, kube, kubeconfig, _history):
+        url = nats_server.url
+        try:
+            async with (
+                workers(url, kubeconfig, logs),
+                service("claim", url, kubeconfig, logs, env=CLAIM_ENV),
+            ):
+                await kube.create(template_body())
+                await kube.create(pool_body("warm", 50))
+
+                async def full() -> bool:
+                    return await queue_matches_pool(url, kube, "warm", 50)
+
+                await until(full, within=120, interval=0.25)
+
+                first = [f"a{i}" for i in range(50)]
+                await create_claims(kube, first, "warm")
+                await until(lambda: claims_ready(kube, set(first)), within=60, interval=0.1)
+                bound = await bindings(kube)
+                assert await launch_types(kube, {bound[n] for n in first}) == {"warm": 50}
+
+                await until(full, within=120, interval=0.25)  # replenished, and queued
+
+                second = [f"b{i}" for i in range(60)]
+                await create_claims(kube, second, "warm")
+                await until(lambda: claims_ready(kube, set(second)), within=120, interval=0.1)
+                bound = await bindings(kube)
+                assert set(bound) == {*first, *second}
+                kinds = await launch_types(kube, {bound[n] for n in second})
+                assert kinds == {"warm": 50, "cold": 10}, kinds
+                await until(full, within=120, interval=0.25)
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
+
+
+@pytest.mark.timeout(360)
+async def test_claim_workers_killed_every_half_second_leave_every_claim_ready_one_to_one(
+    tmp_path: Path,
+) -> None:
+    """Three claim-worker processes, 200 claims against a pool of 60; about every 0.5 s a
+    random claim worker is killed with SIGKILL and started again."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rng = random.Random(7)
+    async with cluster_world(tmp_path, nodes=6) as (nats_server, _, kube, kubeconfig, _history):
+        url = nats_server.url
+        try:
+            async with workers(url, kubeconfig, logs), AsyncExitStack() as stack:
+                await kube.create(template_body())
+                await kube.create(pool_body("warm", 60))
+                await until(
+                    lambda: queue_matches_pool(url, kube, "warm", 60), within=120, interval=0.25
+                )
+                generation = 0
+
+                async def start(slot: int) -> asyncio.subprocess.Process:
+                    nonlocal generation
+                    generation += 1
+                    return await stack.enter_async_context(
+                        service(
+                            "claim",
+                            url,
+                            kubeconfig,
+                            logs,
+                            env={**CLAIM_ENV, "SANDBUS_IDENTITY": f"claim-{slot}-{generation}"},
+                            log_name=f"claim-{slot}",
+                        )
+                    )
+
+                replicas = [await start(slot) for slot in range(3)]
+                names = [f"c{i:03d}" for i in range(200)]
+                creating = asyncio.create_task(create_claims(kube, names, "warm"))
+                kills = 0
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 180
+                while await not_ready(kube, set(names)):
+                    if loop.time() > deadline:
+                        stuck = await not_ready(kube, set(names))
+                        sandboxes = {
+                            s["metadata"]["name"]: (s.get("status") or {}).get("conditions")
+                            for s in await kube.list("Sandbox", NS)
+                        }
+                        raise AssertionError(
+                            f"not ready: {stuck[:20]}\n{await recent_decisions(url, stuck[:3])}"
+                            f"\n{[sandboxes.get(name) for name in stuck[:3]]}"
+                        )
+                    await asyncio.sleep(0.5)
+                    if kills < 12:
+                        slot = rng.randrange(3)
+                        replicas[slot].send_signal(signal.SIGKILL)
+                        await replicas[slot].wait()
+                        replicas[slot] = await start(slot)
+                        kills += 1
+                await creating
+                assert kills >= 6, "the claim workers were killed while claims were served"
+                bound = await bindings(kube)
+                assert set(bound) == set(names)
+                kinds = await launch_types(kube, set(bound.values()))
+                # An entry taken by a replica that was killed is away for the ack wait, and a
+                # claim that finds the queue empty meanwhile starts cold: some go cold.
+                assert kinds["warm"] > 0 and sum(kinds.values()) == 200, kinds
+                await until(
+                    lambda: queue_matches_pool(url, kube, "warm", 60), within=120, interval=0.25
+                )
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
