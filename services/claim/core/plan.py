@@ -18,7 +18,10 @@ One pass, in upstream's order:
    annotation written with the claim's resourceVersion, then the Sandbox patch with the
    Sandbox's (:mod:`.adoption`), then the status, then the entry's ack. With no entry held,
    the plan takes one, and the actions after the take are the cold start, which run only if
-   the queue is empty: a dry pool costs no extra pass.
+   the queue is empty: a dry pool costs no extra pass. Under a Recreate pool whose template
+   is missing no member is adopted (its staleness cannot be checked): the entries go back and
+   the claim reports TemplateNotFound. Entries a pass does not use go back to the queue,
+   except those no claim could adopt, which are acked away.
 6. The status (:mod:`.status`), written only when it changes, with the claim's version as
    precondition.
 
@@ -150,8 +153,16 @@ class _Pass:
         return {ANNOTATION_CONTROLLER_FIRST_OBSERVED_AT: rfc3339_nano(self.now)}
 
     def let_go(self, offers: Sequence[Offer], why: str) -> None:
+        """Give back the entries this pass does not use; one that no claim could adopt (its
+        Sandbox gone, replaced, or adopted, this claim's own included) is acked away instead
+        of going back to the head of the queue for another claim to trip over."""
         for offer in offers:
-            self.after.append(Release(WARM_SOURCE, offer.token, self.key, why=why))
+            if _verdict(self, offer) == "drop":
+                self.after.append(
+                    Ack(WARM_SOURCE, offer.token, self.key, why="not adoptable any more")
+                )
+            else:
+                self.after.append(Release(WARM_SOURCE, offer.token, self.key, why=why))
 
     def drop(self, offer: Offer, why: str) -> None:
         self.actions.append(Ack(WARM_SOURCE, offer.token, self.key, why=why))
@@ -289,7 +300,11 @@ def _active(run: _Pass) -> Plan:
         run.let_go(obs.offers, "the claim has its Sandbox")
         return _serve(run, bound, "bound")
     assigned, legacy = assigned_name(claim)
-    if assigned:
+    if assigned == obs.name and obs.same_name is None and obs.pool is not None:
+        # A cold start this claim decided on: its Sandbox is created under the claim's name.
+        run.let_go(obs.offers, "the claim starts cold")
+        return _cold(run, "the claim named its cold Sandbox", reference_written=True)
+    if assigned and assigned != obs.name:
         plan = _assigned(run, assigned, legacy)
         if plan is not None:
             return plan
@@ -484,21 +499,7 @@ def _adopt(
             error=error.message,
         )
     if not reference_written:
-        stamp = run.first_observed()
-        annotations: Json = {ANNOTATION_SANDBOX_NAME: name, **stamp}
-        run.actions.append(
-            Patch(
-                run.key,
-                {
-                    "metadata": {
-                        "annotations": annotations,
-                        "resourceVersion": str(metadata_of(claim).get("resourceVersion") or ""),
-                    }
-                },
-                why=f"name {name} as the claim's before taking it",
-                on_conflict="refresh",
-            )
-        )
+        run.actions.append(_name_sandbox(run, name, f"name {name} as the claim's before taking it"))
     sandbox_key = ObjectKey("Sandbox", obs.namespace, name)
     run.actions.append(
         Patch(
@@ -516,6 +517,16 @@ def _adopt(
         reason=f"adopted {name} from pool {run.pool_name}, {age_ms:.0f} ms after the claim "
         "was created",
     )
+
+
+def _name_sandbox(run: _Pass, name: str, why: str) -> Patch:
+    """The claim's write that names its Sandbox, conditional on the claim's resourceVersion."""
+    annotations: Json = {ANNOTATION_SANDBOX_NAME: name, **run.first_observed()}
+    metadata: Json = {
+        "annotations": annotations,
+        "resourceVersion": str(metadata_of(run.claim).get("resourceVersion") or ""),
+    }
+    return Patch(run.key, {"metadata": metadata}, why=why, on_conflict="refresh")
 
 
 def _applied(sandbox: Mapping[str, Any], patch: Json) -> Json:
@@ -538,7 +549,7 @@ def _applied(sandbox: Mapping[str, Any], patch: Json) -> Json:
 # -- the cold path --------------------------------------------------------------------------
 
 
-def _cold(run: _Pass, why: str) -> Plan:
+def _cold(run: _Pass, why: str, *, reference_written: bool = False) -> Plan:
     obs = run.obs
     if obs.pool is None:
         message = f'SandboxWarmPool "{run.pool_name}" not found'
@@ -566,6 +577,11 @@ def _cold(run: _Pass, why: str) -> Plan:
             reason=error.message,
             error=error.message if error.backoff else None,
         )
+    if not reference_written:
+        # Named first, under the claim's resourceVersion, like a warm candidate: a replica
+        # that adopts for the same claim at the same moment fails its precondition (or this
+        # one does), so a claim never ends up with a warm and a cold Sandbox.
+        run.actions.append(_name_sandbox(run, obs.name, "start cold, under the claim's name"))
     run.actions.append(Create(body, why=why))
     run.event("SandboxProvisioned", f'Created Sandbox "{obs.name}"')
     return run.finish(body, None, reason=why)

@@ -202,7 +202,12 @@ def status_patch(
     if _comparable(current) == _comparable(desired):
         return None
     patch: Json = {"status": {"conditions": desired["conditions"]}}
-    patch["status"]["sandbox"] = desired.get("sandbox")  # None removes it
+    binding = desired.get("sandbox")
+    # None removes it. A merge patch merges the binding into the stored one, so pod IPs the
+    # Sandbox no longer has (or the previous Sandbox had) must be removed explicitly.
+    patch["status"]["sandbox"] = (
+        None if binding is None else {"name": binding["name"], "podIPs": binding.get("podIPs")}
+    )
     return Patch(
         key,
         patch,

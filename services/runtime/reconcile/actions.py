@@ -236,7 +236,7 @@ class Take:
 
 @dataclass(frozen=True)
 class DropQueue:
-    """Remove ``queue``: its durable consumer and every entry (its pool is gone)."""
+    """Remove ``queue``'s durable consumer (its pool is gone; the entries go with the members)."""
 
     queue: WarmQueue
     target: ObjectKey

@@ -16,7 +16,9 @@ in :mod:`.actions`).
     held for the claim until its plan acks it after the adoption's writes, or releases it; a
     replica that dies holding it leaves it to come back after the consumer's ack wait.
 :class:`~.actions.DropQueue`
-    Delete a queue's durable consumer and purge its entries: its pool is gone.
+    Delete a queue's durable consumer: its pool is gone. Its entries go with the members (the
+    pool worker purges each member's entry as the garbage collector deletes it), so the claim
+    worker needs no right to purge the warm stream.
 
 Register :data:`WARM_EXECUTORS` (the producer side) or :meth:`WarmTaker.executors` (both
 sides) in a worker's definition.
@@ -185,6 +187,4 @@ class WarmTaker:
         with contextlib.suppress(nats.js.errors.NotFoundError):
             await context.js.delete_consumer(context.bus.warm_stream, name)
         self._ready.discard(name)
-        subject = warm_queue_filter(queue.namespace, queue.template_hash, queue.pool)
-        await context.js.purge_stream(context.bus.warm_stream, subject=subject)
-        return Executed(note=f"deleted consumer {name}, purged {subject}")
+        return Executed(note=f"deleted consumer {name}")

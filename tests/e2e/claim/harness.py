@@ -51,7 +51,14 @@ async def bindings(kube: KubeApi) -> dict[str, str]:
             if ref.get("controller") and ref.get("kind") == "SandboxClaim":
                 controlled[ref["name"]] += 1
     many = [claim for claim, count in controlled.items() if count > 1]
-    assert not many, f"claims controlling more than one Sandbox: {many}"
+    assert not many, f"claims controlling more than one Sandbox: {many}: " + str(
+        [
+            (s["metadata"]["name"], (s["metadata"].get("labels") or {}).get(LABEL_LAUNCH_TYPE))
+            for s in sandboxes.values()
+            for ref in s["metadata"].get("ownerReferences") or ()
+            if ref.get("controller") and ref.get("name") in many
+        ]
+    )
     for claim, sandbox in bound.items():
         refs = sandboxes[sandbox]["metadata"].get("ownerReferences") or ()
         assert [r["name"] for r in refs if r.get("controller")] == [claim], (claim, sandbox)

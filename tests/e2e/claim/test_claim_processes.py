@@ -182,7 +182,13 @@ async def test_claim_workers_killed_every_half_second_leave_every_claim_ready_on
                         kills += 1
                 await creating
                 assert kills >= 6, "the claim workers were killed while claims were served"
-                bound = await bindings(kube)
+                try:
+                    bound = await bindings(kube)
+                except AssertionError as failure:
+                    doubled = str(failure).split("[")[1].split("]")[0].replace("'", "").split(", ")
+                    raise AssertionError(
+                        f"{failure}\n{await recent_decisions(url, doubled[:1], last=60)}"
+                    ) from None
                 assert set(bound) == set(names)
                 kinds = await launch_types(kube, set(bound.values()))
                 # An entry taken by a replica that was killed is away for the ack wait, and a
