@@ -19,12 +19,12 @@ from typing import Any, Final
 
 from services.claim.core.status import condition_of
 
-__all__ = ["EXPIRED_MESSAGE", "expires_at", "shutdown_policy"]
+__all__ = ["EXPIRED_MESSAGE", "expires_at", "parse_time", "shutdown_policy"]
 
 EXPIRED_MESSAGE: Final = "Claim expired. Sandbox cleanup initiated."
 
 
-def _parse(text: Any) -> datetime | None:
+def parse_time(text: Any) -> datetime | None:
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -37,13 +37,13 @@ def expires_at(claim: Mapping[str, Any]) -> datetime | None:
     """The moment the claim expires (None: never, as far as its spec and status say now)."""
     lifecycle = (claim.get("spec") or {}).get("lifecycle") or {}
     moments = []
-    shutdown = _parse(lifecycle.get("shutdownTime"))
+    shutdown = parse_time(lifecycle.get("shutdownTime"))
     if shutdown is not None:
         moments.append(shutdown)
     ttl = lifecycle.get("ttlSecondsAfterFinished")
     finished = condition_of(claim, "Finished")
     if isinstance(ttl, int) and finished is not None and finished.get("status") == "True":
-        since = _parse(finished.get("lastTransitionTime"))
+        since = parse_time(finished.get("lastTransitionTime"))
         if since is not None:
             moments.append(since + timedelta(seconds=ttl))
     return min(moments) if moments else None

@@ -52,7 +52,12 @@ from api.keys import (
 from services.claim.core.adoption import adoptable_by, adoption_patch, controlled_by, networked
 from services.claim.core.cold import cold_sandbox
 from services.claim.core.injection import ClaimInputError, go_quote
-from services.claim.core.lifecycle import EXPIRED_MESSAGE, expires_at, shutdown_policy
+from services.claim.core.lifecycle import (
+    EXPIRED_MESSAGE,
+    expires_at,
+    parse_time,
+    shutdown_policy,
+)
 from services.claim.core.metadata import claim_pod_metadata, validate_additional_metadata
 from services.claim.core.observation import ClaimObservation, Offer, assigned_name
 from services.claim.core.status import (
@@ -90,15 +95,6 @@ __all__ = ["CONTROLLER_NAME", "WARM_SOURCE", "plan_claim"]
 CONTROLLER_NAME: Final = "sandboxclaim-controller"
 WARM_SOURCE: Final = "warm"
 EXPIRED_REQUEUE: Final = 0.001
-
-
-def _parse_time(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def rfc3339_nano(moment: datetime) -> str:
@@ -151,6 +147,22 @@ class _Pass:
             return {}
         self.stamped = True
         return {ANNOTATION_CONTROLLER_FIRST_OBSERVED_AT: rfc3339_nano(self.now)}
+
+    def missing(self) -> ClaimProblem | None:
+        """WarmPoolNotFound or TemplateNotFound, when the claim's pool or its template is gone."""
+        if self.obs.pool is None:
+            message = f'SandboxWarmPool "{self.pool_name}" not found'
+            return ClaimProblem("WarmPoolNotFound", message)
+        if self.obs.template is None:
+            message = f'SandboxTemplate "{template_ref_name(self.obs.pool)}" not found'
+            return ClaimProblem("TemplateNotFound", message)
+        return None
+
+    def waiting_for(self, problem: ClaimProblem) -> Plan:
+        """Report a missing pool or template and look again later (its event comes first)."""
+        return self.finish(
+            None, problem, reason=problem.message, requeue_after=self.obs.settings.missing_retry
+        )
 
     def let_go(self, offers: Sequence[Offer], why: str) -> None:
         """Give back the entries this pass does not use; one that no claim could adopt (its
@@ -332,15 +344,10 @@ def _active(run: _Pass) -> Plan:
     if spec.get("env") or spec.get("volumeClaimTemplates"):
         run.let_go(obs.offers, "env or volumes force a cold start")
         return _cold(run, "env or volumeClaimTemplates force a cold start")
-    if obs.pool is None:
+    missing = run.missing() if obs.pool is None else None  # a template is needed cold only
+    if missing is not None:
         run.let_go(obs.offers, "no pool")
-        message = f'SandboxWarmPool "{run.pool_name}" not found'
-        return run.finish(
-            None,
-            ClaimProblem("WarmPoolNotFound", message),
-            reason=message,
-            requeue_after=obs.settings.missing_retry,
-        )
+        return run.waiting_for(missing)
     return _warm(run)
 
 
@@ -417,7 +424,7 @@ def _verdict(run: _Pass, offer: Offer) -> str:
 
 
 def _claim_age(run: _Pass) -> float:
-    created = _parse_time(metadata_of(run.claim).get("creationTimestamp"))
+    created = parse_time(metadata_of(run.claim).get("creationTimestamp"))
     return (run.now - created).total_seconds() if created is not None else 0.0
 
 
@@ -551,22 +558,10 @@ def _applied(sandbox: Mapping[str, Any], patch: Json) -> Json:
 
 def _cold(run: _Pass, why: str, *, reference_written: bool = False) -> Plan:
     obs = run.obs
-    if obs.pool is None:
-        message = f'SandboxWarmPool "{run.pool_name}" not found'
-        return run.finish(
-            None,
-            ClaimProblem("WarmPoolNotFound", message),
-            reason=message,
-            requeue_after=obs.settings.missing_retry,
-        )
-    if obs.template is None:
-        message = f'SandboxTemplate "{template_ref_name(obs.pool)}" not found'
-        return run.finish(
-            None,
-            ClaimProblem("TemplateNotFound", message),
-            reason=message,
-            requeue_after=obs.settings.missing_retry,
-        )
+    missing = run.missing()
+    if missing is not None:
+        return run.waiting_for(missing)
+    assert obs.pool is not None and obs.template is not None  # what missing() checked
     try:
         body = cold_sandbox(run.claim, obs.pool, obs.template)
     except ClaimInputError as error:
@@ -630,12 +625,7 @@ def _serve(run: _Pass, sandbox: Mapping[str, Any], how: str) -> Plan:
             if diff:
                 changes.setdefault("spec", {})["podTemplate"] = {"metadata": diff}
     elif has_extra:
-        if obs.pool is None:
-            message = f'SandboxWarmPool "{run.pool_name}" not found'
-            problem = ClaimProblem("WarmPoolNotFound", message)
-        else:
-            message = f'SandboxTemplate "{template_ref_name(obs.pool)}" not found'
-            problem = ClaimProblem("TemplateNotFound", message)
+        problem = run.missing()
     if changes:
         run.actions.append(
             Patch(sandbox_key, changes, why="keep the claim's metadata on its Sandbox")
