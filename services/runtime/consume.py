@@ -41,7 +41,6 @@ from events.codec import EventDecodeError, UnknownEventType, decode_event, nats_
 from events.types import Event
 from services.runtime.bus import BusConfig, dead_letter
 from services.runtime.cancellation import honour_lost_cancellation
-from services.runtime.streams import fetch_arrived
 
 __all__ = [
     "Accepted",
@@ -153,7 +152,7 @@ async def consume_events(
             # Each pass through nats-py (fetch, ack, nak, dead letter) may have lost a cancel.
             honour_lost_cancellation()
             try:
-                messages = await fetch_arrived(sub, batch, wait=5.0)
+                messages = await sub.fetch(batch, timeout=5.0)
             except TimeoutError:
                 continue
             except NatsError as error:

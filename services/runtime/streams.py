@@ -20,9 +20,6 @@ Each is the same read, :func:`read_to_end`:
   consumer rather than guess: messages may have expired meanwhile (the state table's
   deletion tombstones have a TTL).
 
-:func:`fetch_arrived` is the fetch of a consumer that follows a stream (a worker's events):
-the first message as soon as it comes, then only what has already arrived.
-
 :func:`push_to_end` is the same read for a large one, a worker's state table on start: the
 server pushes the messages to a callback (with flow control, so a slow reader slows the server
 instead of losing messages), which spares nats-py's per-message fetch machinery and reads
@@ -49,30 +46,12 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from services.runtime.cancellation import honour_lost_cancellation
 
-__all__ = ["FETCH_BATCH", "fetch_arrived", "filter_fields", "push_to_end", "read_to_end"]
+__all__ = ["FETCH_BATCH", "filter_fields", "push_to_end", "read_to_end"]
 
 FETCH_BATCH: Final = 1000
 """Messages asked for per fetch."""
 _FETCH_TIMEOUT: Final = 2.0
 _INACTIVE_THRESHOLD: Final = 60.0
-_DRAIN_WINDOW: Final = 0.002
-"""Seconds a follower's fetch waits for more once it has a message."""
-
-
-async def fetch_arrived(sub: Any, batch: int, wait: float) -> list[Msg]:
-    """Up to ``batch`` messages of pull subscription ``sub``: wait up to ``wait`` seconds for
-    the first, then take only what has arrived (within a couple of milliseconds).
-
-    nats-py's ``fetch(batch)`` waits, once its first message is there, until the batch is full
-    or the timeout has run out; events that trickle in are held back for seconds."""
-    first: list[Msg] = await sub.fetch(1, timeout=wait)
-    if batch <= 1:
-        return first
-    try:
-        rest: list[Msg] = await sub.fetch(batch - 1, timeout=_DRAIN_WINDOW)
-    except (TimeoutError, NatsTimeoutError):
-        rest = []
-    return first + rest
 
 
 def _start(

@@ -38,7 +38,6 @@ from events.types import DecisionMessage
 from services.runtime.bus import BusConfig, dead_letter
 from services.runtime.cache import ObjectKey
 from services.runtime.cancellation import honour_lost_cancellation
-from services.runtime.streams import fetch_arrived
 
 __all__ = ["Delivery", "Held", "PullSource", "Source", "SourceMessage"]
 
@@ -129,7 +128,7 @@ class PullSource:
                     await asyncio.sleep(self.retry_delay / 5)
                     continue
                 try:
-                    messages = await fetch_arrived(sub, wanted, wait=5.0)
+                    messages = await sub.fetch(wanted, timeout=5.0)
                 except TimeoutError:
                     continue
                 except nats.errors.ConnectionClosedError:
