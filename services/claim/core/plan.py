@@ -77,6 +77,7 @@ from services.runtime.cache import (
 )
 from services.runtime.kube_events import event_about
 from services.runtime.reconcile.actions import (
+    WARM_SOURCE,
     Ack,
     Action,
     Create,
@@ -90,10 +91,9 @@ from services.runtime.reconcile.actions import (
     merge_patch,
 )
 
-__all__ = ["CONTROLLER_NAME", "WARM_SOURCE", "plan_claim"]
+__all__ = ["CONTROLLER_NAME", "plan_claim"]
 
 CONTROLLER_NAME: Final = "sandboxclaim-controller"
-WARM_SOURCE: Final = "warm"
 EXPIRED_REQUEUE: Final = 0.001
 
 

@@ -21,7 +21,6 @@ from services.runtime.cache import Json, ObjectKey, metadata_of
 from services.runtime.reconcile.actions import Patch
 
 __all__ = [
-    "REASONS",
     "ClaimProblem",
     "claim_status",
     "condition_of",
@@ -29,22 +28,6 @@ __all__ = [
     "rfc3339",
     "status_patch",
 ]
-
-REASONS: Final = (
-    "SandboxNotReady",
-    "SandboxExpired",
-    "SandboxMissing",
-    "ClaimExpired",
-    "TemplateNotFound",
-    "WarmPoolNotFound",
-    "InvalidMetadata",
-    "EnvVarsInjectionRejected",
-    "VolumeClaimTemplatesError",
-    "AdoptionConflict",
-    "SandboxCreatePending",
-    "ReconcilerError",
-)
-"""The Ready reasons the claim controller itself writes (the others are the Sandbox's)."""
 
 _EXPIRED_INDEPENDENTLY: Final = (
     "Underlying Sandbox resource has expired independently of the Claim."

@@ -72,6 +72,7 @@ from events.types import WarmQueued
 from services.runtime.cache import Json, ObjectKey, key_of
 
 __all__ = [
+    "WARM_SOURCE",
     "Ack",
     "Action",
     "Create",
@@ -212,6 +213,10 @@ class Refresh:
     why: str = ""
     step: str = ""
     verb = "read"
+
+
+WARM_SOURCE = "warm"
+"""The source name of taken warm entries, as ``Ack`` and ``Release`` name them."""
 
 
 @dataclass(frozen=True)

@@ -41,16 +41,20 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from events.codec import nats_subject
 from events.subjects import warm_consumer_name, warm_queue_filter
 from services.runtime.bus import BusConfig, enqueue_warm
-from services.runtime.reconcile.actions import DropQueue, Enqueue, Purge, Take, WarmQueue
+from services.runtime.reconcile.actions import (
+    WARM_SOURCE,
+    DropQueue,
+    Enqueue,
+    Purge,
+    Take,
+    WarmQueue,
+)
 from services.runtime.reconcile.executing import ActionFailed, Executed, ExecutionContext, Executor
 from services.runtime.reconcile.sources import Delivery, SourceMessage
 
-__all__ = ["WARM_EXECUTORS", "WARM_SOURCE", "WarmTaker"]
+__all__ = ["WARM_EXECUTORS", "WarmTaker"]
 
 log = logging.getLogger(__name__)
-
-WARM_SOURCE = "warm"
-"""The source name of taken warm entries, as ``Ack`` and ``Release`` name it."""
 
 _ONE_NOW = json.dumps({"batch": 1, "no_wait": True}).encode()
 

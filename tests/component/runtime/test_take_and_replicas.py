@@ -1,0 +1,158 @@
+"""Taking warm entries and sharing keys among replicas, against a real nats-server.
+
+A take hands out a queue's entries oldest first, one taker at a time, and answers at once when
+the queue is empty; an entry given back is offered again; a dropped queue's consumer is made
+again by the next take, and no entry is lost with it. Replicas that heartbeat see each other,
+agree on who owns each key, and stop counting a replica at once when it says it leaves, or
+after the TTL when it dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import nats
+import pytest
+from nats.js import JetStreamContext
+
+from events.types import WarmEntry, warm_queued_event
+from services.runtime.bus import BusConfig, ensure_bus
+from services.runtime.cache import ObjectCache, ObjectKey
+from services.runtime.reconcile import Plan
+from services.runtime.reconcile.actions import DropQueue, Enqueue, Take, WarmQueue
+from services.runtime.reconcile.executing import ExecutionContext, execute
+from services.runtime.reconcile.sharding import Membership
+from services.runtime.reconcile.sources import Delivery
+from services.runtime.reconcile.warm import WarmTaker
+
+BUS = BusConfig(storage="memory")
+QUEUE = WarmQueue("default", "h1", "pool-a")
+CLAIM = ObjectKey("SandboxClaim", "default", "c1")
+
+
+@pytest.fixture
+async def js(nats_url: str) -> AsyncIterator[JetStreamContext]:
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        await ensure_bus(js, BUS)
+        yield js
+    finally:
+        await nc.close()
+
+
+def entry(name: str, pool: str = "pool-a") -> Enqueue:
+    event = warm_queued_event(
+        "Sandbox",
+        "default",
+        name,
+        WarmEntry(uid=f"uid-{name}", resource_version="5", template_hash="h1", pool=pool),
+        time=datetime.now(UTC),
+        source="sandbus/pool",
+    )
+    return Enqueue(event)
+
+
+async def run(js: JetStreamContext, taker: WarmTaker, *actions: object) -> list[Delivery]:
+    held: list[Delivery] = []
+    context = ExecutionContext(
+        api=None,  # type: ignore[arg-type]
+        cache=ObjectCache(),
+        js=js,
+        bus=BUS,
+        key=CLAIM,
+        hold=held.append,
+    )
+    done = await execute(Plan(actions=actions), taker.executors(), context)  # type: ignore[arg-type]
+    assert done.error is None, done.error
+    return held
+
+
+async def test_takes_hand_out_the_pool_entries_oldest_first_then_answer_empty_at_once(
+    js: JetStreamContext,
+) -> None:
+    taker = WarmTaker(ack_wait=30)
+    await run(js, taker, entry("a"), entry("b"), entry("other", pool="pool-b"))
+    first = await run(js, taker, Take(QUEUE, CLAIM))
+    second = await run(js, taker, Take(QUEUE, CLAIM))
+    assert [d.message.subject.rsplit(".", 1)[-1] for d in first + second] == ["a", "b"]
+    assert all(d.key == CLAIM for d in first + second)
+    started = time.monotonic()
+    assert await run(js, taker, Take(QUEUE, CLAIM)) == [], "pool-b's entry is not pool-a's"
+    assert time.monotonic() - started < 1.0, "an empty queue answers at once"
+    assert taker.empty == 1
+
+
+async def test_an_entry_given_back_is_offered_again_and_an_acked_one_never(
+    js: JetStreamContext,
+) -> None:
+    taker = WarmTaker(ack_wait=30)
+    await run(js, taker, entry("a"), entry("b"))
+    (a,) = await run(js, taker, Take(QUEUE, CLAIM))
+    (b,) = await run(js, taker, Take(QUEUE, CLAIM))
+    await a.handle.nak()  # what Release does
+    await b.handle.ack_sync()  # what Ack does, after an adoption
+    (again,) = await run(js, taker, Take(QUEUE, CLAIM))
+    assert again.message.subject == a.message.subject
+    assert again.message.delivered == 2
+    await again.handle.ack_sync()
+    assert await run(js, taker, Take(QUEUE, CLAIM)) == []
+
+
+async def test_an_entry_of_a_taker_that_died_comes_back_after_the_ack_wait(
+    js: JetStreamContext,
+) -> None:
+    await run(js, WarmTaker(ack_wait=1), entry("a"))
+    (dying,) = await run(js, WarmTaker(ack_wait=1), Take(QUEUE, CLAIM))
+    assert await run(js, WarmTaker(ack_wait=1), Take(QUEUE, CLAIM)) == [], "held meanwhile"
+    await asyncio.sleep(1.5)
+    (back,) = await run(js, WarmTaker(ack_wait=1), Take(QUEUE, CLAIM))
+    assert back.message.subject == dying.message.subject
+
+
+async def test_a_dropped_queue_is_made_again_by_the_next_take(js: JetStreamContext) -> None:
+    taker = WarmTaker()
+    await run(js, taker, entry("a"))
+    await run(js, taker, Take(QUEUE, CLAIM))
+    pool = ObjectKey("SandboxWarmPool", "default", "pool-a")
+    await run(js, taker, DropQueue(QUEUE, pool))
+    assert await js.consumers_info(BUS.warm_stream) == []
+    await run(js, taker, entry("b"))
+    again = [*await run(js, taker, Take(QUEUE, CLAIM)), *await run(js, taker, Take(QUEUE, CLAIM))]
+    # The entries stay on the stream (the pool worker purges them with their members): the
+    # entry the dropped consumer had handed out is offered again, then the new one.
+    assert [d.message.subject.rsplit(".", 1)[-1] for d in again] == ["a", "b"]
+
+
+async def test_replicas_see_each_other_and_agree_on_every_key(js: JetStreamContext) -> None:
+    one = Membership(js, worker="claim", identity="one", bus=BUS, ttl=1)
+    two = Membership(js, worker="claim", identity="two", bus=BUS, ttl=1)
+    for member in (one, two):
+        await member.beat()
+    for member in (one, two):
+        member._update(await member.read())
+    assert one.members == two.members == {"one", "two"}
+    keys = [ObjectKey("SandboxClaim", "default", f"c{i}") for i in range(200)]
+    owned_by_one = {key for key in keys if one.owns(key)}
+    owned_by_two = {key for key in keys if two.owns(key)}
+    assert owned_by_one.isdisjoint(owned_by_two) and owned_by_one | owned_by_two == set(keys)
+    assert 60 < len(owned_by_one) < 140, "the keys are shared out, not all to one replica"
+
+    await two.leave()
+    assert await one.read() == {"one"}, "a replica that leaves stops counting at once"
+
+
+async def test_a_replica_that_dies_stops_counting_after_its_ttl(js: JetStreamContext) -> None:
+    one = Membership(js, worker="claim", identity="one", bus=BUS, ttl=1)
+    dead = Membership(js, worker="claim", identity="dead", bus=BUS, ttl=1)
+    await dead.beat()
+    await one.beat()
+    assert await one.read() == {"one", "dead"}
+    deadline = time.monotonic() + 5
+    while await one.read() != {"one"}:
+        assert time.monotonic() < deadline, "the dead replica's heartbeat never expired"
+        await asyncio.sleep(0.2)
+        await one.beat()
