@@ -243,8 +243,9 @@ def nats_subject(event: Event) -> str:
     if isinstance(event, DecisionMade):
         return decision_subject(event.data.worker, event.kind, namespace, event.name)
     if isinstance(event, WarmQueued):
+        data = event.data
         return warm_subject(
-            namespace or "", event.data.template_hash, event.data.pool or "", event.name
+            namespace or "", data.template_hash, data.pool or "", data.node or "", event.name
         )
     return event_subject(event.kind, namespace, event.name)
 

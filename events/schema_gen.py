@@ -93,6 +93,7 @@ _PARAMETERS: Final[dict[str, str]] = {
     "worker": "The worker that decided: sandbox, pool, claim or snapshot.",
     "templateHash": "The template's name hash, token-encoded.",
     "pool": "The warm pool that made the sandbox, token-encoded (`=`: none).",
+    "node": "The node the sandbox runs on, token-encoded (`=`: not known).",
     "sandbox": "The sandbox (or pooled Pod) name, token-encoded like `name`.",
     "origin": "The original subject without its leading `sandbus.` (several tokens).",
 }
@@ -215,15 +216,17 @@ def asyncapi_document() -> dict[str, Any]:
             _OBJECT_PARAMETERS,
         ),
         "warmQueues": _channel(
-            "sandbus.warm.{namespace}.{templateHash}.{pool}.{sandbox}",
+            "sandbus.warm.{namespace}.{templateHash}.{pool}.{node}.{sandbox}",
             "Warm queues",
             "One entry per adoptable sandbox in a work-queue stream; a second entry for the "
-            "same sandbox is refused (JetStream error 10077). One durable pull consumer per "
-            "sandbus.warm.<namespace>.<templateHash>.<pool>.* (one queue per template and warm "
-            "pool; a claim names its pool) is shared by all claim workers; an "
-            "entry is acked only after the adoption is committed.",
+            "same sandbox is refused (JetStream error 10077). A queue is one template's "
+            "sandboxes from one warm pool (a claim names its pool), sandbus.warm.<namespace>."
+            "<templateHash>.<pool>.>; within it, one durable pull consumer per node, "
+            "sandbus.warm.<namespace>.<templateHash>.<pool>.<node>.*, shared by all claim "
+            "workers, so a claim takes from the node with the most sandboxes left (FIFO within "
+            "a node). An entry is acked only after the adoption is committed.",
             ["warmQueued"],
-            ("namespace", "templateHash", "pool", "sandbox"),
+            ("namespace", "templateHash", "pool", "node", "sandbox"),
         ),
         "deadLetters": _channel(
             "sandbus.dlq.{origin}",
@@ -316,7 +319,7 @@ event's `type` attribute; [{ASYNCAPI_FILE}]({ASYNCAPI_FILE}) describes the subje
 Subjects: `sandbus.events.<kind>.<namespace>.<name>`,
 `sandbus.decisions.<worker>.<kind>.<namespace>.<name>`,
 `sandbus.state.<kind>.<namespace>.<name>`,
-`sandbus.warm.<namespace>.<template-hash>.<pool>.<sandbox>`, `sandbus.dlq.<original subject>`.
+`sandbus.warm.<namespace>.<template-hash>.<pool>.<node>.<sandbox>`, `sandbus.dlq.<original subject>`.
 Kinds are lower case; in names `.` is written `_` and other characters outside
 `A-Z a-z 0-9 -` as `=XX` per UTF-8 byte.
 """

@@ -7,7 +7,7 @@ instead of decoding every message::
     sandbus.events.<kind>.<namespace>.<name>             observed changes (the event log)
     sandbus.decisions.<worker>.<kind>.<namespace>.<name> worker decisions (also the event log)
     sandbus.state.<kind>.<namespace>.<name>              latest event per object (the state table)
-    sandbus.warm.<namespace>.<template-hash>.<pool>.<sandbox>  warm-queue entries (work queue)
+    sandbus.warm.<namespace>.<template-hash>.<pool>.<node>.<sandbox>  warm-queue entries
     sandbus.memo.<worker>.<kind>.<namespace>.<name>      a worker's memory of one key
     sandbus.memo.<worker>.replica.<identity>             a live replica's heartbeat
     sandbus.dlq.<original subject without "sandbus.">    dead letters
@@ -293,39 +293,49 @@ class WarmSubject(NamedTuple):
     namespace: str
     template_hash: str
     pool: str
+    node: str
     sandbox: str
 
 
-def warm_subject(namespace: str, template_hash: str, pool: str, sandbox: str) -> str:
+def warm_subject(namespace: str, template_hash: str, pool: str, node: str, sandbox: str) -> str:
     """The queue entry of one adoptable sandbox; the warm stream holds at most one per subject.
 
     A template's queue is partitioned by the warm pool that made the sandbox (``pool`` empty:
-    none), because a claim names the pool it adopts from (v1beta1 ``warmPoolRef``)."""
+    none), because a claim names the pool it adopts from (v1beta1 ``warmPoolRef``), and within
+    a pool by the node the sandbox runs on (``node`` empty: not known), so that a claim can
+    take from the node with the most sandboxes left (upstream's node-spread)."""
     if not template_hash:
         raise SubjectError("a template hash is required")
     return (
         f"{WARM}.{_namespace_token(namespace)}.{encode_token(template_hash)}."
-        f"{_namespace_token(pool)}.{_name_token(sandbox)}"
+        f"{_namespace_token(pool)}.{encode_token(node)}.{_name_token(sandbox)}"
     )
 
 
-def warm_queue_filter(namespace: str, template_hash: str, pool: str | None = None) -> str:
-    """The filter of one warm queue (namespace + template + pool): what its one consumer reads;
-    with ``pool=None``, every pool's queue of the template (to purge them all).
+def warm_queue_filter(
+    namespace: str, template_hash: str, pool: str | None = None, node: str | None = None
+) -> str:
+    """The filter of one node's part of a warm queue (namespace + template + pool + node):
+    what its one consumer reads; with ``node=None``, the whole queue of the pool; with
+    ``pool=None`` too, every pool's queue of the template (to purge them all).
 
     A work-queue stream allows one consumer per subject and no overlapping filters, so each
-    queue has exactly this filter and exactly one durable, :func:`warm_consumer_name`.
+    node's part of a queue has exactly this filter and exactly one durable,
+    :func:`warm_consumer_name`.
     """
     if not template_hash:
         raise SubjectError("a template hash is required")
     prefix = f"{WARM}.{_namespace_token(namespace)}.{encode_token(template_hash)}"
     if pool is None:
         return f"{prefix}.>"
-    return f"{prefix}.{_namespace_token(pool)}.{_WILDCARD}"
+    if node is None:
+        return f"{prefix}.{_namespace_token(pool)}.>"
+    return f"{prefix}.{_namespace_token(pool)}.{encode_token(node)}.{_WILDCARD}"
 
 
-def warm_consumer_name(namespace: str, template_hash: str, pool: str) -> str:
-    """The durable consumer of one warm queue, shared by every claim-worker replica.
+def warm_consumer_name(namespace: str, template_hash: str, pool: str, node: str) -> str:
+    """The durable consumer of one node's part of a warm queue, shared by every claim-worker
+    replica.
 
     Consumer names may not contain ``.``; encoded tokens never contain ``:``, so joining them
     with ``:`` keeps the name unique and readable.
@@ -333,16 +343,18 @@ def warm_consumer_name(namespace: str, template_hash: str, pool: str) -> str:
     if not template_hash:
         raise SubjectError("a template hash is required")
     return (
-        f"warm:{_namespace_token(namespace)}:{encode_token(template_hash)}:{_namespace_token(pool)}"
+        f"warm:{_namespace_token(namespace)}:{encode_token(template_hash)}:"
+        f"{_namespace_token(pool)}:{encode_token(node)}"
     )
 
 
 def parse_warm_subject(subject: str) -> WarmSubject:
-    namespace, template_hash, pool, sandbox = _split(subject, WARM, 4)
+    namespace, template_hash, pool, node, sandbox = _split(subject, WARM, 5)
     return WarmSubject(
         decode_token(namespace),
         decode_token(template_hash),
         decode_token(pool),
+        decode_token(node),
         decode_token(sandbox),
     )
 

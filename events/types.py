@@ -352,6 +352,9 @@ class WarmEntry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     pool: Annotated[
         str | None, msgspec.Meta(description="The warm pool that created the sandbox.")
     ] = None
+    node: Annotated[
+        str | None, msgspec.Meta(description="The node the sandbox runs on, when known.")
+    ] = None
 
 
 class WarmQueued(CloudEvent[WarmEntry], frozen=True, tag="io.sandbus.warm.queued.v1"):

@@ -37,6 +37,7 @@ from pathlib import Path
 from services.claim.core.metadata import DEFAULT_ALLOWED_LABEL_DOMAINS, parse_allowed_label_domains
 from services.claim.core.observation import ClaimSettings
 from services.claim.core.plan import CONTROLLER_NAME
+from services.claim.core.spread import queued_nodes
 from services.claim.worker import claim_worker
 from services.runtime.bus import BusConfig
 from services.runtime.reconcile.serving import WorkerService, serve_worker
@@ -86,7 +87,7 @@ def settings_from(
 
 
 def _taker(env: Mapping[str, str]) -> WarmTaker:
-    return WarmTaker(ack_wait=_seconds(env, "ACK_WAIT", 30.0))
+    return WarmTaker(ack_wait=_seconds(env, "ACK_WAIT", 30.0), spread=queued_nodes)
 
 
 def definition() -> WorkerDefinition:

@@ -22,6 +22,7 @@ from typing import ClassVar
 from services.claim.core.observation import ClaimObservation, ClaimSettings, observe_claim
 from services.claim.core.plan import plan_claim
 from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
+from services.claim.core.spread import queued_nodes
 from services.pool.core.blueprint import template_ref_name
 from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of, metadata_of
 from services.runtime.reconcile import Plan
@@ -127,7 +128,7 @@ class ClaimWakes:
 def claim_worker(
     settings: ClaimSettings | None = None, taker: WarmTaker | None = None
 ) -> WorkerDefinition:
-    taker = taker or WarmTaker()
+    taker = taker or WarmTaker(spread=queued_nodes)
     return WorkerDefinition(
         name=WORKER_NAME,
         reconcilers=(ClaimReconciler(settings or ClaimSettings()), QueueReconciler()),

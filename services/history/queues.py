@@ -1,6 +1,6 @@
 """``sandbus queue ls``: every warm queue as the bus holds it, beside what it should hold.
 
-A warm queue (``sandbus.warm.<ns>.<template-hash>.<pool>.*`` on the work-queue stream, see
+A warm queue (``sandbus.warm.<ns>.<template-hash>.<pool>.>`` on the work-queue stream, see
 :mod:`services.runtime.bus`) is right when it holds exactly one entry per adoptable member of
 its pool: the pool worker enqueues a member when it becomes adoptable and purges the entry when
 it stops being so (:mod:`services.pool.core.members`). Two sources say whether that holds, and
@@ -9,8 +9,8 @@ they are written by different processes, so this command reads both and puts the
 - the warm stream: the depth of each queue (one stream-info request with a subject filter gives
   every subject's count), its oldest entry (a message get by subject from the first sequence:
   the stream has no direct get, and a work-queue stream refuses the ack-less consumer that
-  every other history read uses), and the in-flight entries of its one durable consumer (taken
-  by a claim, not yet acked);
+  every other history read uses), and the in-flight entries of its durable consumers (one per
+  node; taken by a claim, not yet acked);
 - the state table: the adoptable Sandboxes of each pool, by the pool worker's own rule
   (:func:`~services.pool.core.members.adoptable_pool`), and the SandboxTemplates, whose name
   hash names a queue's template.
@@ -129,27 +129,28 @@ def mismatch(depth: int, adoptable: int) -> str | None:
 
 
 def queue_of_consumer(name: str) -> QueueKey | None:
-    """The queue of a durable named by :func:`~events.subjects.warm_consumer_name`, else None."""
+    """The queue of a durable named by :func:`~events.subjects.warm_consumer_name` (one node's
+    part of it), else None."""
     parts = name.split(":")
-    if len(parts) != 4 or parts[0] != "warm":
+    if len(parts) != 5 or parts[0] != "warm":
         return None
     try:
-        key = QueueKey(*(decode_token(part) for part in parts[1:]))
+        namespace, template_hash, pool, node = (decode_token(part) for part in parts[1:])
     except SubjectError:
         return None
-    if not key.template_hash or warm_consumer_name(*key) != name:
+    if not template_hash or warm_consumer_name(namespace, template_hash, pool, node) != name:
         return None
-    return key
+    return QueueKey(namespace, template_hash, pool)
 
 
 def in_flight_by_queue(consumers: Mapping[str, int], namespace: str | None) -> dict[QueueKey, int]:
     """The ack-pending counts of the warm stream's consumers (by name) that are a queue's
-    durable, by queue; only ``namespace``'s unless it is None."""
+    durables, summed by queue; only ``namespace``'s unless it is None."""
     by_queue: dict[QueueKey, int] = {}
     for name, in_flight in consumers.items():
         key = queue_of_consumer(name)
         if key is not None and namespace in (None, key.namespace):
-            by_queue[key] = in_flight
+            by_queue[key] = by_queue.get(key, 0) + in_flight
     return by_queue
 
 

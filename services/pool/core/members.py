@@ -4,9 +4,11 @@
 A member is *adoptable* while a SandboxWarmPool controls it, it is not being deleted, it carries
 the pool and template-ref-hash labels, and it is Ready: what a claim can take and use at once.
 Then it has exactly one entry on its queue, ``sandbus.warm.<ns>.<template-ref-hash>.<pool>.
-<sandbox>``, the entry naming the incarnation (uid, resourceVersion) that was adoptable. When it
+<node>.<sandbox>``, the entry naming the incarnation (uid, resourceVersion) that was adoptable
+and the node it runs on (``status.nodeName``; the sandbox worker writes it with Ready). When it
 stops being adoptable (deleted, adopted by a claim, no longer Ready) its entry is purged: a
 claim worker drops a ghost it pops anyway, but an entry that stays would be popped for nothing.
+A member that comes back Ready on another node moves to that node's part of the queue.
 
 The memo remembers which incarnation was queued on which subject, so a pass over an unchanged
 member writes nothing, and the purge knows its subject after the labels are gone.
@@ -87,8 +89,6 @@ def plan_member(obs: MemberObservation, now: datetime) -> Plan:
         )
     meta = metadata_of(sandbox)
     uid = str(meta.get("uid") or "")
-    if obs.memo is not None and obs.memo.uid == uid:
-        return Plan(reason=f"queued on {obs.memo.subject}", memo=obs.memo)
     entry = warm_queued_event(
         "Sandbox",
         obs.namespace,
@@ -98,16 +98,19 @@ def plan_member(obs: MemberObservation, now: datetime) -> Plan:
             resource_version=str(meta.get("resourceVersion") or ""),
             template_hash=str(labels_of(sandbox)[LABEL_SANDBOX_TEMPLATE_REF_HASH]),
             pool=pool,
+            node=str((sandbox.get("status") or {}).get("nodeName") or "") or None,
         ),
         time=now,
         source=SOURCE,
     )
     subject = nats_subject(entry)
+    if obs.memo is not None and obs.memo.uid == uid and obs.memo.subject == subject:
+        return Plan(reason=f"queued on {obs.memo.subject}", memo=obs.memo)
     actions: list[Enqueue | Purge] = []
     if obs.memo is not None:
         # Even on the same subject: the stream refuses a second entry there, so the earlier
         # incarnation's would stay and stand for this one.
-        actions.append(Purge(obs.memo.subject, key, why="an earlier incarnation's entry"))
+        actions.append(Purge(obs.memo.subject, key, why="an earlier incarnation's or node's entry"))
     actions.append(Enqueue(entry, why="adoptable: Ready and held by its pool"))
     return Plan(
         actions=tuple(actions),

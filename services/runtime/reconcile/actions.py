@@ -230,7 +230,8 @@ class WarmQueue:
 
 @dataclass(frozen=True)
 class Take:
-    """Take the oldest entry of ``queue`` for ``target`` (a claim); see the module doc."""
+    """Take an entry of ``queue`` for ``target`` (a claim): the oldest on the node with the
+    most entries left (upstream's node-spread); see :mod:`.warm`."""
 
     queue: WarmQueue
     target: ObjectKey
@@ -241,7 +242,7 @@ class Take:
 
 @dataclass(frozen=True)
 class DropQueue:
-    """Remove ``queue``'s durable consumer (its pool is gone; the entries go with the members)."""
+    """Remove ``queue``'s durable consumers (its pool is gone; the entries go with the members)."""
 
     queue: WarmQueue
     target: ObjectKey

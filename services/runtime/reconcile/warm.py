@@ -9,14 +9,19 @@ in :mod:`.actions`).
     Remove what the queue holds under a subject: one entry (a ghost, a sandbox adopted or gone)
     or, with a wildcard filter, a whole queue (its template or last pool was deleted).
 :class:`~.actions.Take`
-    :class:`WarmTaker`: one entry off a queue through the queue's one durable pull consumer,
-    which every claim-worker replica shares, so an entry goes to exactly one of them. The pull
-    asks for one message with ``no_wait``: an empty queue answers at once (status 404), so a
-    claim that finds its pool dry goes on to a cold start without waiting. A taken entry is
-    held for the claim until its plan acks it after the adoption's writes, or releases it; a
-    replica that dies holding it leaves it to come back after the consumer's ack wait.
+    :class:`WarmTaker`: one entry off a queue. Each node's part of a queue has one durable pull
+    consumer, which every claim-worker replica shares, so an entry goes to exactly one of them.
+    The taker pulls from the nodes in the order its ``spread`` gives (the node with the most
+    sandboxes left first: upstream's node-spread, computed from the worker's cache at the
+    moment of the take, as upstream's queue picks at the moment of its pop), then from the
+    part without a node, then from any other node the stream says holds an entry (the cache
+    may not show a member queued a moment ago). Each pull asks for one message with
+    ``no_wait``: an empty part answers at once (status 404), so a claim that finds its pool
+    dry goes on to a cold start without waiting. A taken entry is held for the claim until its
+    plan acks it after the adoption's writes, or releases it; a replica that dies holding it
+    leaves it to come back after the consumer's ack wait.
 :class:`~.actions.DropQueue`
-    Delete a queue's durable consumer: its pool is gone. Its entries go with the members (the
+    Delete a queue's durable consumers: its pool is gone. Its entries go with the members (the
     pool worker purges each member's entry as the garbage collector deletes it), so the claim
     worker needs no right to purge the warm stream.
 
@@ -29,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 import nats.errors
@@ -39,8 +44,14 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from events.codec import nats_subject
-from events.subjects import warm_consumer_name, warm_queue_filter
+from events.subjects import (
+    SubjectError,
+    parse_warm_subject,
+    warm_consumer_name,
+    warm_queue_filter,
+)
 from services.runtime.bus import BusConfig, enqueue_warm
+from services.runtime.cache import ObjectCache
 from services.runtime.reconcile.actions import (
     WARM_SOURCE,
     DropQueue,
@@ -82,10 +93,19 @@ class WarmTaker:
     """Takes entries off warm queues; one per worker process (it remembers which queues'
     consumers it has made sure of)."""
 
-    def __init__(self, *, ack_wait: float = 30.0, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        ack_wait: float = 30.0,
+        timeout: float = 5.0,
+        spread: Callable[[WarmQueue, ObjectCache], Sequence[str]] | None = None,
+    ) -> None:
         self.ack_wait = ack_wait
         """Seconds an entry taken by a replica that died stays away before it comes back."""
         self.timeout = timeout
+        self.spread = spread
+        """The nodes of a queue to take from, in order; without it, any node, most entries
+        first (the stream is asked)."""
         self._ready: set[str] = set()
         self.taken = 0
         self.empty = 0
@@ -93,12 +113,14 @@ class WarmTaker:
     def executors(self) -> Mapping[type, Executor]:
         return {**WARM_EXECUTORS, Take: self.take, DropQueue: self.drop}
 
-    def consumer_config(self, queue: WarmQueue) -> ConsumerConfig:
-        name = warm_consumer_name(queue.namespace, queue.template_hash, queue.pool)
+    def consumer_config(self, queue: WarmQueue, node: str) -> ConsumerConfig:
+        name = warm_consumer_name(queue.namespace, queue.template_hash, queue.pool, node)
         return ConsumerConfig(
             name=name,
             durable_name=name,
-            filter_subject=warm_queue_filter(queue.namespace, queue.template_hash, queue.pool),
+            filter_subject=warm_queue_filter(
+                queue.namespace, queue.template_hash, queue.pool, node
+            ),
             deliver_policy=DeliverPolicy.ALL,
             ack_policy=AckPolicy.EXPLICIT,
             ack_wait=self.ack_wait,
@@ -108,7 +130,8 @@ class WarmTaker:
     async def take(self, action: Take, context: ExecutionContext) -> Executed:
         if context.js is None or context.hold is None:
             raise ActionFailed("no bus to take from")
-        msg = await self._pull(context.js, context.bus, action.queue)
+        preferred = self.spread(action.queue, context.cache) if self.spread is not None else ()
+        msg = await self._take_spread(context.js, context.bus, action.queue, preferred)
         if msg is None:
             self.empty += 1
             return Executed(note="queue empty")
@@ -130,10 +153,45 @@ class WarmTaker:
         context.hold(Delivery(action.target, message, msg))
         self.taken += 1
         left = meta.num_pending
-        return Executed(note=f"took {msg.subject} ({token}; depth {left + 1}→{left})", stale=True)
+        return Executed(
+            note=f"took {msg.subject} ({token}; node depth {left + 1}→{left})", stale=True
+        )
 
-    async def _pull(self, js: JetStreamContext, bus: BusConfig, queue: WarmQueue) -> Msg | None:
-        config = self.consumer_config(queue)
+    async def _take_spread(
+        self, js: JetStreamContext, bus: BusConfig, queue: WarmQueue, preferred: Sequence[str]
+    ) -> Msg | None:
+        tried: set[str] = set()
+        for node in (*preferred, ""):
+            if node not in tried:
+                tried.add(node)
+                msg = await self._pull(js, bus, queue, node)
+                if msg is not None:
+                    return msg
+        for node in await self._nodes_holding(js, bus, queue):
+            if node not in tried:
+                tried.add(node)
+                msg = await self._pull(js, bus, queue, node)
+                if msg is not None:
+                    return msg
+        return None
+
+    async def _nodes_holding(
+        self, js: JetStreamContext, bus: BusConfig, queue: WarmQueue
+    ) -> list[str]:
+        """The nodes whose part of ``queue`` holds entries (taken ones included), most first."""
+        filter_subject = warm_queue_filter(queue.namespace, queue.template_hash, queue.pool)
+        info = await js.stream_info(bus.warm_stream, subjects_filter=filter_subject)
+        counts: dict[str, int] = {}
+        for subject, count in (info.state.subjects or {}).items():
+            with contextlib.suppress(SubjectError):
+                node = parse_warm_subject(subject).node
+                counts[node] = counts.get(node, 0) + count
+        return sorted(counts, key=lambda node: (-counts[node], node))
+
+    async def _pull(
+        self, js: JetStreamContext, bus: BusConfig, queue: WarmQueue, node: str
+    ) -> Msg | None:
+        config = self.consumer_config(queue, node)
         name = str(config.durable_name)
         for attempt in (1, 2):
             if name not in self._ready:
@@ -187,8 +245,27 @@ class WarmTaker:
         if context.js is None:
             raise ActionFailed("no bus to drop a queue from")
         queue = action.queue
-        name = warm_consumer_name(queue.namespace, queue.template_hash, queue.pool)
-        with contextlib.suppress(nats.js.errors.NotFoundError):
-            await context.js.delete_consumer(context.bus.warm_stream, name)
-        self._ready.discard(name)
-        return Executed(note=f"deleted consumer {name}")
+        any_node = warm_consumer_name(queue.namespace, queue.template_hash, queue.pool, "")
+        prefix = any_node.rsplit(":", 1)[0] + ":"  # the queue's consumers, whatever the node
+        names = await _consumer_names(context.js, context.bus.warm_stream)
+        dropped = [name for name in names if name.startswith(prefix)]
+        for name in dropped:
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await context.js.delete_consumer(context.bus.warm_stream, name)
+            self._ready.discard(name)
+        return Executed(note=f"deleted {len(dropped)} consumers {prefix}*")
+
+
+async def _consumer_names(js: JetStreamContext, stream: str) -> list[str]:
+    """Every consumer name of ``stream`` (the names API pages by 1,024; nats-py has no call)."""
+    names: list[str] = []
+    while True:
+        reply = await js._api_request(
+            f"{js._prefix}.CONSUMER.NAMES.{stream}",
+            json.dumps({"offset": len(names)}).encode(),
+            timeout=js._timeout,
+        )
+        page = reply.get("consumers") or []
+        names.extend(page)
+        if not page or len(names) >= int(reply.get("total") or 0):
+            return names

@@ -501,8 +501,8 @@ async def test_pool_fills_the_warm_queue_and_claim_empties_it(connect: Connect) 
     assert await enqueue_warm(pool.js, _warm("w1"), BUS)
     assert not await enqueue_warm(pool.js, _warm("w1"), BUS)
     subscription = await claim.js.pull_subscribe(
-        warm_queue_filter("default", "abc", ""),
-        durable=warm_consumer_name("default", "abc", ""),
+        warm_queue_filter("default", "abc", "", ""),
+        durable=warm_consumer_name("default", "abc", "", ""),
         stream=BUS.warm_stream,
         config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30),
     )
@@ -525,11 +525,11 @@ async def test_pool_purges_ghost_entries(connect: Connect) -> None:
 
 async def test_only_pool_enqueues_and_only_claim_consumes(connect: Connect) -> None:
     consumer = (
-        f"$JS.API.CONSUMER.CREATE.{BUS.warm_stream}.{warm_consumer_name('default', 'abc', '')}"
+        f"$JS.API.CONSUMER.CREATE.{BUS.warm_stream}.{warm_consumer_name('default', 'abc', '', '')}"
     )
     for user in ("watcher", "sandbox", "claim", "snapshot", "reader"):
         client = await connect(user)
-        assert await client.publish_refused("sandbus.warm.default.abc.w1"), user
+        assert await client.publish_refused("sandbus.warm.default.abc.=.=.w1"), user
     for user in ("watcher", "sandbox", "pool", "snapshot", "reader"):
         client = await connect(user)
         assert await client.publish_refused(consumer), user

@@ -136,7 +136,7 @@ async def _world(js: JetStreamContext) -> tuple[datetime, Msg]:
 
     # The claim worker's consumer of the python queue takes its oldest entry and holds it.
     taker = WarmTaker()
-    config = taker.consumer_config(WarmQueue("default", PYTHON, "python-warm"))
+    config = taker.consumer_config(WarmQueue("default", PYTHON, "python-warm"), "")
     await js.add_consumer(BUS.warm_stream, config)
     subscription = await js.pull_subscribe_bind(
         consumer=str(config.durable_name), stream=BUS.warm_stream

@@ -207,8 +207,8 @@ async def test_a_sandbox_is_queued_once_until_its_entry_is_acked(bus: JetStreamC
     assert await enqueue_warm(bus, entry) is False, "refused with 10077: already queued"
 
     subscription = await bus.pull_subscribe(
-        warm_queue_filter("default", "abc123", "python"),
-        durable=warm_consumer_name("default", "abc123", "python"),
+        warm_queue_filter("default", "abc123", "python", "n-1"),
+        durable=warm_consumer_name("default", "abc123", "python", "n-1"),
         stream="SANDBUS_WARM",
         config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30),
     )

@@ -1,7 +1,7 @@
 """Taking warm entries and sharing keys among replicas, against a real nats-server.
 
-A take hands out a queue's entries oldest first, one taker at a time, and answers at once when
-the queue is empty; an entry given back is offered again; a dropped queue's consumer is made
+A take hands out a queue's entries oldest first within a node, from the node its spread names
+first, one taker at a time, and answers at once when the queue is empty; an entry given back is offered again; a dropped queue's consumer is made
 again by the next take, and no entry is lost with it. Replicas that heartbeat see each other,
 agree on who owns each key, and stop counting a replica at once when it says it leaves, or
 after the TTL when it dies.
@@ -44,12 +44,14 @@ async def js(nats_url: str) -> AsyncIterator[JetStreamContext]:
         await nc.close()
 
 
-def entry(name: str, pool: str = "pool-a") -> Enqueue:
+def entry(name: str, pool: str = "pool-a", node: str | None = None) -> Enqueue:
     event = warm_queued_event(
         "Sandbox",
         "default",
         name,
-        WarmEntry(uid=f"uid-{name}", resource_version="5", template_hash="h1", pool=pool),
+        WarmEntry(
+            uid=f"uid-{name}", resource_version="5", template_hash="h1", pool=pool, node=node
+        ),
         time=datetime.now(UTC),
         source="sandbus/pool",
     )
@@ -125,6 +127,57 @@ async def test_a_dropped_queue_is_made_again_by_the_next_take(js: JetStreamConte
     # The entries stay on the stream (the pool worker purges them with their members): the
     # entry the dropped consumer had handed out is offered again, then the new one.
     assert [d.message.subject.rsplit(".", 1)[-1] for d in again] == ["a", "b"]
+
+
+def names(deliveries: list[Delivery]) -> list[str]:
+    return [d.message.subject.rsplit(".", 1)[-1] for d in deliveries]
+
+
+async def take_all(js: JetStreamContext, taker: WarmTaker) -> list[str]:
+    taken: list[Delivery] = []
+    while held := await run(js, taker, Take(QUEUE, CLAIM)):
+        taken.extend(held)
+    return names(taken)
+
+
+async def test_takes_follow_the_node_spread_order_then_any_node_left(
+    js: JetStreamContext,
+) -> None:
+    """The taker pulls from the nodes in its spread's order (FIFO within a node), then from
+    entries without a node, then from a node its spread did not name (the cache had not shown
+    that member yet): none is left behind."""
+    await run(js, WarmTaker(), entry("a1", node="node-a"), entry("b1", node="node-b"))
+    await run(js, WarmTaker(), entry("b2", node="node-b"), entry("free"))
+    await run(js, WarmTaker(), entry("c1", node="node-c"))
+    taker = WarmTaker(spread=lambda queue, cache: ("node-b", "node-a"))
+    assert await take_all(js, taker) == ["b1", "b2", "a1", "free", "c1"]
+    assert taker.empty == 1
+
+
+async def test_without_a_spread_the_fullest_node_comes_first(js: JetStreamContext) -> None:
+    await run(js, WarmTaker(), entry("a1", node="node-a"), entry("b1", node="node-b"))
+    await run(js, WarmTaker(), entry("b2", node="node-b"))
+    assert await take_all(js, WarmTaker()) == ["b1", "b2", "a1"]
+
+
+async def test_dropping_a_queue_deletes_the_consumer_of_every_node_and_only_its_own(
+    js: JetStreamContext,
+) -> None:
+    taker = WarmTaker()
+    await run(js, taker, entry("a1", node="node-a"), entry("b1", node="node-b"))
+    await run(js, taker, entry("x", pool="pool-a2", node="node-a"))
+    await take_all(js, taker)
+    await run(js, taker, Take(WarmQueue("default", "h1", "pool-a2"), CLAIM))
+    before = {info.name for info in await js.consumers_info(BUS.warm_stream)}
+    pool_a2 = {"warm:default:h1:pool-a2:node-a", "warm:default:h1:pool-a2:="}
+    assert before - pool_a2 == {
+        "warm:default:h1:pool-a:node-a",
+        "warm:default:h1:pool-a:node-b",
+        "warm:default:h1:pool-a:=",
+    }
+    await run(js, taker, DropQueue(QUEUE, ObjectKey("SandboxWarmPool", "default", "pool-a")))
+    left = {info.name for info in await js.consumers_info(BUS.warm_stream)}
+    assert left == pool_a2
 
 
 async def test_replicas_see_each_other_and_agree_on_every_key(js: JetStreamContext) -> None:

@@ -71,13 +71,13 @@ async def test_an_entry_is_queued_once_however_often_it_is_enqueued(js: JetStrea
 async def test_a_purge_takes_one_entry_or_a_whole_queue(js: JetStreamContext) -> None:
     await run(js, entry("a"), entry("b"), entry("c", template_hash="h2"))
     ghost = ObjectKey("Sandbox", "default", "a")
-    subject = "sandbus.warm.default.h1.=.a"
+    subject = "sandbus.warm.default.h1.=.=.a"
     await run(js, Purge(subject, ghost))
     assert await depth(js) == 2
     template = ObjectKey("SandboxTemplate", "default", "t1")
     await run(js, Purge(warm_queue_filter("default", "h1"), template))
     assert await depth(js) == 1, "the other template's queue is untouched"
-    assert await run(js, entry("a")) == ["queued on sandbus.warm.default.h1.=.a"], "queued anew"
+    assert await run(js, entry("a")) == ["queued on sandbus.warm.default.h1.=.=.a"], "queued anew"
 
 
 async def test_the_pull_source_delivers_work_and_dead_letters_garbage(

@@ -34,8 +34,9 @@ Not applicable here (nothing of it is built, or it is not the planner's):
   NetworkPolicies): the three NetworkPolicy sub-cases of TestSandboxClaimReconcile ("Existing
   NetworkPolicy is safely deleted ...", "Deprecated per-claim NetworkPolicy ...", "User-created
   NetworkPolicy with reserved name ..."); the TemplateNotFound half of the first is mirrored;
-- NodeSpread candidate selection (the queue is FIFO): TestSandboxClaimAdoptionStrategy
-  ("picks sandbox on the node with most remaining ...");
+- NodeSpread candidate selection is the taker's, not the planner's (which entry a Take gets):
+  TestSandboxClaimAdoptionStrategy ("picks sandbox on the node with most remaining ...") is
+  mirrored in test_spread.py;
 - Go context cancellation (the planner is pure; the runtime lets a cancellation through):
   TestSandboxClaimAdoptionCleanupCancellationPropagates,
   TestSandboxClaimAdoptionResolveCancellationPropagates,

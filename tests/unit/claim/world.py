@@ -240,7 +240,7 @@ def entry(sandbox: Json, token: str | None = None, *, pool_name: str = POOL) -> 
     return SourceMessage(
         source="warm",
         token=token or f"warm:{name}",
-        subject=warm_subject(NS, name_hash(TEMPLATE), pool_name, name),
+        subject=warm_subject(NS, name_hash(TEMPLATE), pool_name, "", name),
         data={"data": {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}},
     )
 
@@ -475,7 +475,7 @@ class Cluster:
             SourceMessage(
                 source="warm",
                 token=held.token,
-                subject=warm_subject(NS, name_hash(TEMPLATE), POOL, held.name),
+                subject=warm_subject(NS, name_hash(TEMPLATE), POOL, "", held.name),
                 data={"data": {"uid": held.uid, "resourceVersion": held.resource_version}},
             )
             for held in self.held.get(name, [])

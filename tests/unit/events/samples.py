@@ -64,7 +64,9 @@ def a_warm_entry() -> WarmQueued:
         "Sandbox",
         "default",
         "p-7xk2f",
-        WarmEntry(uid="u-9", resource_version="88", template_hash="abc123", pool="python"),
+        WarmEntry(
+            uid="u-9", resource_version="88", template_hash="abc123", pool="python", node="n-1"
+        ),
         time=NOW,
         source="/sandbus/pool",
     )

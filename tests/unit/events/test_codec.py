@@ -111,7 +111,7 @@ def test_events_route_to_their_subjects() -> None:
     assert nats_subject(added) == "sandbus.events.sandbox.default.my_app"
     assert state_table_subject(added) == "sandbus.state.sandbox.default.my_app"
     assert nats_subject(a_decision()) == "sandbus.decisions.claim.sandboxclaim.default.claim_1"
-    assert nats_subject(a_warm_entry()) == "sandbus.warm.default.abc123.python.p-7xk2f"
+    assert nats_subject(a_warm_entry()) == "sandbus.warm.default.abc123.python.n-1.p-7xk2f"
 
 
 # --- what decoding tolerates -------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_kubernetes_names_with_dots_round_trip_through_event_subjects(name: str)
     assert parse_event_subject(subject) == ("sandbox", "team-a", name)
     assert parse_state_subject(state_subject("Sandbox", "team-a", name)).name == name
     assert parse_decision_subject(decision_subject("claim", "Pod", "ns", name)).name == name
-    assert parse_warm_subject(warm_subject("ns", "a1b2", "pool.x", name)).sandbox == name
+    assert parse_warm_subject(warm_subject("ns", "a1b2", "pool.x", "node.1", name)).sandbox == name
 
 
 @given(k8s_name, k8s_name)
@@ -133,7 +133,7 @@ def test_builders_refuse_missing_identity() -> None:
     with pytest.raises(SubjectError):
         decision_subject("", "Pod", "ns", "name")
     with pytest.raises(SubjectError):
-        warm_subject("ns", "", "pool", "name")
+        warm_subject("ns", "", "pool", "node", "name")
 
 
 def test_event_filters_select_by_any_combination_of_kind_namespace_and_name() -> None:
@@ -164,29 +164,37 @@ def test_state_and_decision_filters_follow_the_same_rules() -> None:
     assert not matches(decision_filter(worker="pool"), decision)
 
 
-def test_warm_queue_filter_selects_exactly_one_queue() -> None:
-    entry = warm_subject("default", "abc123", "python", "python-7xk2f")
-    assert matches(warm_queue_filter("default", "abc123", "python"), entry)
+def test_warm_queue_filter_selects_exactly_one_queue_or_one_node_of_it() -> None:
+    entry = warm_subject("default", "abc123", "python", "node-1", "python-7xk2f")
+    assert matches(warm_queue_filter("default", "abc123", "python"), entry), "every node"
+    assert matches(warm_queue_filter("default", "abc123", "python", "node-1"), entry)
+    assert not matches(warm_queue_filter("default", "abc123", "python", "node-2"), entry)
+    assert not matches(warm_queue_filter("default", "abc123", "python", ""), entry)
+    nodeless = warm_subject("default", "abc123", "python", "", "python-9zz")
+    assert matches(warm_queue_filter("default", "abc123", "python", ""), nodeless)
     assert not matches(warm_queue_filter("default", "abc123", "other-pool"), entry)
     assert not matches(warm_queue_filter("default", "abc12", "python"), entry)
     assert not matches(warm_queue_filter("other", "abc123", "python"), entry)
     assert matches(warm_queue_filter("default", "abc123"), entry), "every pool of the template"
     parsed = parse_warm_subject(entry)
-    assert (parsed.template_hash, parsed.pool, parsed.sandbox) == (
+    assert (parsed.template_hash, parsed.pool, parsed.node, parsed.sandbox) == (
         "abc123",
         "python",
+        "node-1",
         "python-7xk2f",
     )
 
 
-def test_warm_consumer_names_are_valid_and_unique_per_queue() -> None:
+def test_warm_consumer_names_are_valid_and_unique_per_queue_and_node() -> None:
     names = {
-        warm_consumer_name("a-b", "c", "p"),
-        warm_consumer_name("a", "b-c", "p"),
-        warm_consumer_name("a.b", "c", "p"),
-        warm_consumer_name("a.b", "c", "q"),
+        warm_consumer_name("a-b", "c", "p", "n"),
+        warm_consumer_name("a", "b-c", "p", "n"),
+        warm_consumer_name("a.b", "c", "p", "n"),
+        warm_consumer_name("a.b", "c", "q", "n"),
+        warm_consumer_name("a.b", "c", "q", ""),
+        warm_consumer_name("a.b", "c", "q", "n.1"),
     }
-    assert len(names) == 4
+    assert len(names) == 6
     assert all(not re.search(r"[.*>\s/\\]", name) for name in names)
 
 

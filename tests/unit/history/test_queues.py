@@ -101,10 +101,10 @@ def test_in_flight_entries_are_part_of_the_depth_not_added_to_it() -> None:
 def test_depths_sum_subjects_per_queue_and_keep_the_malformed_apart() -> None:
     counted = depths(
         {
-            warm_subject("default", PYTHON, "warm", "a"): 1,
-            warm_subject("default", PYTHON, "warm", "b.c"): 1,
-            warm_subject("default", PYTHON, "", "lonely"): 1,
-            warm_subject("team", NODE, "warm", "a"): 1,
+            warm_subject("default", PYTHON, "warm", "n1", "a"): 1,
+            warm_subject("default", PYTHON, "warm", "n2", "b.c"): 1,
+            warm_subject("default", PYTHON, "", "", "lonely"): 1,
+            warm_subject("team", NODE, "warm", "n1", "a"): 1,
             "sandbus.warm.junk": 1,
         }
     )
@@ -118,12 +118,13 @@ def test_depths_sum_subjects_per_queue_and_keep_the_malformed_apart() -> None:
 
 def test_only_queue_durables_count_in_flight_and_only_in_the_namespace_asked() -> None:
     consumers = {
-        warm_consumer_name("default", PYTHON, "warm"): 2,
-        warm_consumer_name("team", NODE, "warm"): 0,
+        warm_consumer_name("default", PYTHON, "warm", "n1"): 2,
+        warm_consumer_name("default", PYTHON, "warm", "n2"): 1,
+        warm_consumer_name("team", NODE, "warm", ""): 0,
         "sandbus-read-0a1b": 7,
     }
     assert in_flight_by_queue(consumers, None) == {
-        QueueKey("default", PYTHON, "warm"): 2,
+        QueueKey("default", PYTHON, "warm"): 3,
         QueueKey("team", NODE, "warm"): 0,
     }
     assert in_flight_by_queue(consumers, "team") == {QueueKey("team", NODE, "warm"): 0}
@@ -134,12 +135,20 @@ def test_only_queue_durables_count_in_flight_and_only_in_the_namespace_asked() -
     [QueueKey("default", PYTHON, "warm"), QueueKey("my.team", NODE, ""), QueueKey("x", "h", "p_1")],
 )
 def test_a_warm_consumer_name_gives_back_its_queue(key: QueueKey) -> None:
-    assert queue_of_consumer(warm_consumer_name(*key)) == key
+    for node in ("", "node-1", "n.2"):
+        assert queue_of_consumer(warm_consumer_name(*key, node)) == key
 
 
 @pytest.mark.parametrize(
     "name",
-    ["sandbus-read-0a1b", "warm:default:h", "warm:default:=:warm", "warm:a:b:c:d", "x:a:b:c"],
+    [
+        "sandbus-read-0a1b",
+        "warm:default:h",
+        "warm:default:=:warm",
+        "warm:a:b:c",
+        "warm:a:b:c:d:e",
+        "x:a:b:c:d",
+    ],
 )
 def test_other_consumers_are_no_queue(name: str) -> None:
     assert queue_of_consumer(name) is None

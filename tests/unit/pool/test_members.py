@@ -33,6 +33,7 @@ import msgspec
 
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, LABEL_WARM_POOL_SANDBOX, name_hash
 from events.codec import decode_event
+from events.codec import nats_subject
 from events.subjects import warm_subject
 from events.types import WarmQueued
 from services.pool.core.members import MemberMemo, MemberObservation, plan_member
@@ -42,7 +43,8 @@ from services.runtime.reconcile.actions import Enqueue, Purge
 from tests.unit.pool.fakes import PoolRig
 from tests.unit.pool.world import NOW, NS, world
 
-SUBJECT = warm_subject(NS, name_hash("tpl"), "pool", "m")
+SUBJECT = warm_subject(NS, name_hash("tpl"), "pool", "", "m")
+"""The entry of a member whose node is not known."""
 MEMBER = ObjectKey("Sandbox", NS, "m")
 
 
@@ -70,7 +72,7 @@ def test_a_ready_member_is_queued_on_its_subject() -> None:
     p = plan(sandbox)
     (entry,) = enqueued(p)
     assert not purged(p)
-    assert f"sandbus.warm.default.{name_hash('tpl')}.pool.m" == SUBJECT
+    assert f"sandbus.warm.default.{name_hash('tpl')}.pool.=.m" == SUBJECT
     assert p.memo == MemberMemo(uid="uid-m", subject=SUBJECT)
     assert (entry.kind, entry.namespace, entry.name) == ("Sandbox", NS, "m")
     assert entry.data.uid == "uid-m"
@@ -164,9 +166,30 @@ def test_a_new_incarnation_replaces_the_entry_of_the_old_one() -> None:
     assert enqueued(p)[0].data.uid == "uid-m"
     assert p.memo == MemberMemo(uid="uid-m", subject=SUBJECT)
 
-    moved = MemberMemo(uid="uid-old", subject=warm_subject(NS, name_hash("old-tpl"), "pool", "m"))
+    moved = MemberMemo(
+        uid="uid-old", subject=warm_subject(NS, name_hash("old-tpl"), "pool", "", "m")
+    )
     p = plan(member(), moved)
     assert purged(p) == [moved.subject] and len(enqueued(p)) == 1
+
+
+def test_a_member_is_queued_under_its_node_and_moves_with_it() -> None:
+    """The entry names the node the member runs on (its subject too), so claims can take from
+    the node with the most members left; a member Ready again on another node moves there."""
+    sandbox = member()
+    sandbox["status"]["nodeName"] = "node-1"
+    p = plan(sandbox)
+    (entry,) = enqueued(p)
+    on_node_1 = warm_subject(NS, name_hash("tpl"), "pool", "node-1", "m")
+    assert entry.data.node == "node-1" and p.memo == MemberMemo(uid="uid-m", subject=on_node_1)
+    assert plan(sandbox, p.memo).actions == (), "unchanged: nothing written"
+
+    sandbox["status"]["nodeName"] = "node-2"
+    moved = plan(sandbox, p.memo)
+    assert purged(moved) == [on_node_1]
+    assert [nats_subject(e) for e in enqueued(moved)] == [
+        warm_subject(NS, name_hash("tpl"), "pool", "node-2", "m")
+    ]
 
 
 async def test_through_the_worker_a_new_incarnation_is_what_the_queue_holds() -> None:
