@@ -319,7 +319,8 @@ event's `type` attribute; [{ASYNCAPI_FILE}]({ASYNCAPI_FILE}) describes the subje
 Subjects: `sandbus.events.<kind>.<namespace>.<name>`,
 `sandbus.decisions.<worker>.<kind>.<namespace>.<name>`,
 `sandbus.state.<kind>.<namespace>.<name>`,
-`sandbus.warm.<namespace>.<template-hash>.<pool>.<node>.<sandbox>`, `sandbus.dlq.<original subject>`.
+`sandbus.warm.<namespace>.<template-hash>.<pool>.<node>.<sandbox>`,
+`sandbus.dlq.<original subject>`.
 Kinds are lower case; in names `.` is written `_` and other characters outside
 `A-Z a-z 0-9 -` as `=XX` per UTF-8 byte.
 """

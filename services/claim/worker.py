@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
+from services.claim.core.metrics import CLAIM_METRICS
 from services.claim.core.observation import ClaimObservation, ClaimSettings, observe_claim
 from services.claim.core.plan import plan_claim
 from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
@@ -135,4 +136,5 @@ def claim_worker(
         watched_kinds=WATCHED_KINDS,
         wakes=ClaimWakes(),
         executors=taker.executors(),
+        metrics=CLAIM_METRICS,
     )

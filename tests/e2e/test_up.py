@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,8 +75,16 @@ def _kubectl(
 def sandbus_up(tmp_path: Path) -> Iterator[Path]:
     state = tmp_path / "state"
     log = (tmp_path / "up.log").open("wb")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "metrics-port").write_text(str(port))
     process = subprocess.Popen(
-        [SANDBUS, "up", "--dir", str(state)], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path
+        [SANDBUS, "up", "--dir", str(state)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        env={**os.environ, "SANDBUS_METRICS_ADDRESS": f"127.0.0.1:{port}"},
     )
     try:
         _wait_for_file(state / "nats-url", process, timeout=60)
@@ -177,6 +187,14 @@ def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> 
     assert scaled.returncode == 0, scaled.stderr.decode()
     assert b"sandboxwarmpool.extensions.agents.x-k8s.io/scaled scaled" in scaled.stdout
     _wait_for_size(sandbus_up, tmp_path, 4, timeout=60)
+
+    # Every worker of the one process behind one /metrics.
+    port = (tmp_path / "metrics-port").read_text()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    for worker, kind in (("pool", "SandboxWarmPool"), ("sandbox", "Sandbox")):
+        series = f'sandbus_reconcile_total{{kind="{kind}",result="ok",worker="{worker}"}}'
+        assert series in text, text
 
 
 def test_explain_rerun_makes_the_recorded_decisions_again(sandbus_up: Path, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ warm-adopted Sandbox is controlled by the claim like a cold one, so it is remove
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from services.claim.core.status import condition_of
@@ -22,6 +22,12 @@ from services.claim.core.status import condition_of
 __all__ = ["EXPIRED_MESSAGE", "expires_at", "parse_time", "shutdown_policy"]
 
 EXPIRED_MESSAGE: Final = "Claim expired. Sandbox cleanup initiated."
+
+
+def rfc3339_nano(moment: datetime) -> str:
+    """Go's RFC3339Nano: UTC, fractional seconds without trailing zeros."""
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
+    return text + "Z"
 
 
 def parse_time(text: Any) -> datetime | None:

@@ -35,10 +35,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from api.keys import (
+    ANNOTATION_CLAIM_FIRST_READY_AT,
     ANNOTATION_CONTROLLER_FIRST_OBSERVED_AT,
     ANNOTATION_SANDBOX_NAME,
     LABEL_CREATED_BY,
@@ -56,9 +57,16 @@ from services.claim.core.lifecycle import (
     EXPIRED_MESSAGE,
     expires_at,
     parse_time,
+    rfc3339_nano,
     shutdown_policy,
 )
 from services.claim.core.metadata import claim_pod_metadata, validate_additional_metadata
+from services.claim.core.metrics import (
+    controller_first_observed,
+    creation_record,
+    first_ready_records,
+    template_name,
+)
 from services.claim.core.observation import ClaimObservation, Offer, assigned_name
 from services.claim.core.status import (
     ClaimProblem,
@@ -95,12 +103,6 @@ __all__ = ["CONTROLLER_NAME", "plan_claim"]
 
 CONTROLLER_NAME: Final = "sandboxclaim-controller"
 EXPIRED_REQUEUE: Final = 0.001
-
-
-def rfc3339_nano(moment: datetime) -> str:
-    """Go's RFC3339Nano: UTC, fractional seconds without trailing zeros."""
-    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
-    return text + "Z"
 
 
 @dataclass
@@ -194,12 +196,20 @@ class _Pass:
         if write is not None:
             actions.append(write)
         stamp = self.first_observed()
+        observed_at = controller_first_observed(self.claim) or (self.now if self.stamped else None)
+        records, first_ready = first_ready_records(
+            self.key, self.claim, desired, sandbox, first_observed=observed_at, now=self.now
+        )
+        # Recorded once the status write above is accepted, then guarded by the annotation.
+        actions.extend(records)
+        if first_ready is not None:
+            stamp[ANNOTATION_CLAIM_FIRST_READY_AT] = first_ready
         if stamp:
             actions.append(
                 Patch(
                     self.key,
                     {"metadata": {"annotations": stamp}},
-                    why="stamp when the controller first saw the claim",
+                    why="stamp when the controller first saw the claim, or first saw it Ready",
                 )
             )
         actions.extend(self.after)
@@ -514,6 +524,11 @@ def _adopt(
         )
     )
     adopted = _applied(sandbox, patch)
+    run.actions.append(
+        creation_record(
+            run.key, claim, adopted, warm_pool=run.pool_name, template=template_name(adopted)
+        )
+    )
     run.event("SandboxAdopted", f'Adopted warm pool Sandbox "{name}"')
     if offer is not None:
         run.after.append(Ack(WARM_SOURCE, offer.token, run.key, why="adopted: the entry is done"))
@@ -578,6 +593,15 @@ def _cold(run: _Pass, why: str, *, reference_written: bool = False) -> Plan:
         # one does), so a claim never ends up with a warm and a cold Sandbox.
         run.actions.append(_name_sandbox(run, obs.name, "start cold, under the claim's name"))
     run.actions.append(Create(body, why=why))
+    run.actions.append(
+        creation_record(
+            run.key,
+            run.claim,
+            body,
+            warm_pool=run.pool_name,
+            template=template_ref_name(obs.pool),
+        )
+    )
     run.event("SandboxProvisioned", f'Created Sandbox "{obs.name}"')
     return run.finish(body, None, reason=why)
 

@@ -40,6 +40,8 @@ the bus's view of it. Each of these ends the plan when it changes what the plann
 (an entry taken, an object read), so the key is planned again at once on what it learned.
 A queue found empty lets the plan go on: the actions after a take say what to do without one.
 
+:class:`Record` counts or observes a metric once the writes before it are committed.
+
 The last, :class:`Ack`, acknowledges a message that a further input source (a warm-queue pull
 consumer) delivered into this reconcile. Put it last: the shell stops at the first failed
 action, so a message is acked only once every write before it is committed
@@ -64,6 +66,7 @@ import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar, Literal, Protocol
 
 import msgspec
@@ -82,6 +85,7 @@ __all__ = [
     "Patch",
     "Plan",
     "Purge",
+    "Record",
     "Refresh",
     "Release",
     "Replace",
@@ -213,6 +217,24 @@ class Refresh:
     why: str = ""
     step: str = ""
     verb = "read"
+
+
+@dataclass(frozen=True)
+class Record:
+    """Count ``value`` on the metric ``metric`` (a counter), or observe it (a histogram), under
+    ``labels`` (see :mod:`services.runtime.metrics`). With ``since``, the value is the time
+    from that moment to when the action runs, in the metric's unit (a moment in the future
+    records nothing). Put it after the writes it reports: the shell stops at the first write
+    that fails or conflicts, so it is recorded only for what was committed."""
+
+    metric: str
+    labels: Mapping[str, str]
+    target: ObjectKey
+    value: float = 1.0
+    since: datetime | None = None
+    why: str = ""
+    step: str = ""
+    verb = "record"
 
 
 WARM_SOURCE = "warm"

@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from nats.js import JetStreamContext
@@ -53,12 +54,14 @@ from opentelemetry.trace import Tracer
 from services.runtime.bus import BusConfig
 from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
 from services.runtime.kube import KubeApi, KubeError
+from services.runtime.metrics import Metrics, MetricsError
 from services.runtime.reconcile.actions import (
     Action,
     Create,
     Delete,
     Patch,
     Plan,
+    Record,
     Refresh,
     Replace,
     Together,
@@ -91,6 +94,7 @@ class ExecutionContext:
     """The key being reconciled: the writer of what these actions write."""
     hold: Callable[[Delivery], None] | None = None
     """Hands a message taken for the key to the worker, which holds it until a plan acks it."""
+    metrics: Metrics | None = None
 
 
 @dataclass(frozen=True)
@@ -281,11 +285,29 @@ async def _refresh(action: Refresh, context: ExecutionContext) -> Executed:
     return Executed(note=f"at {metadata_of(found).get('resourceVersion')}", stale=True)
 
 
+async def _record(action: Record, context: ExecutionContext) -> Executed:
+    if context.metrics is None:
+        return Executed(note="no metrics here")
+    try:
+        value = action.value
+        if action.since is not None:
+            passed = (datetime.now(UTC) - action.since).total_seconds()
+            if passed < 0:
+                return Executed(note=f"{action.metric}: the start is in the future; not recorded")
+            value = passed * context.metrics.spec(action.metric).per_second
+        context.metrics.record(action.metric, action.labels, value)
+    except MetricsError as error:
+        raise ActionFailed(str(error)) from error
+    return Executed(note=f"recorded {value:g} on {action.metric}")
+
+
 RUNTIME_EXECUTORS: Mapping[type, Executor] = {
     Create: _create,
     Patch: _update,
     Replace: _update,
     Delete: _delete,
     Refresh: _refresh,
+    Record: _record,
 }
-"""The executors of the Kubernetes writes; the worker adds ``Ack`` and its own kinds."""
+"""The executors of the Kubernetes writes and of ``Record``; the worker adds ``Ack`` and its
+own kinds."""

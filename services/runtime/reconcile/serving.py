@@ -35,6 +35,7 @@ in upper case):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -47,8 +48,10 @@ from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.cancellation import stop_tasks, supervise
 from services.runtime.connection import budget_from_environment, connect_nats
 from services.runtime.election import LeaseElector
+from services.runtime.endpoint import metrics_endpoint
 from services.runtime.kube import KubeApi
 from services.runtime.lease import LeaseTimings
+from services.runtime.metrics import metrics_address, process_metrics
 from services.runtime.reconcile.feeding import replica_durable_name
 from services.runtime.reconcile.sharding import Membership, owner_of
 from services.runtime.reconcile.tracing import tracing_from_environment
@@ -123,12 +126,18 @@ async def serve_worker(
     worker_settings = _worker_settings(service, os.environ)
     lease = lease_settings(name) if service.replicas == "leader" else None
     tracing = tracing_from_environment(f"sandbus-{name}")
+    metrics = process_metrics()
+    metrics.declare(service.definition.metrics)
+    address = metrics_address()
     connection = await connect_nats(
         settings.nats_url, name=f"sandbus-{name}", budget=budget_from_environment()
     )
     try:
-        await ensure_bus(connection.js, bus)
-        async with await kube_api_client(settings) as api_client:
+        async with contextlib.AsyncExitStack() as stack:
+            if address is not None:
+                await stack.enter_async_context(metrics_endpoint(metrics, *address))
+            await ensure_bus(connection.js, bus)
+            api_client = await stack.enter_async_context(await kube_api_client(settings))
             api = KubeApi(api_client, field_manager=service.field_manager)
 
             def make_worker() -> Worker:
@@ -139,6 +148,7 @@ async def serve_worker(
                     bus=bus,
                     settings=worker_settings,
                     tracer=tracing.tracer if tracing else None,
+                    metrics=metrics,
                 )
 
             log.info(

@@ -52,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -78,6 +79,7 @@ from services.runtime.bus import BusConfig, publish_event
 from services.runtime.cache import Change, Json, ObjectCache, ObjectKey, key_of, metadata_of
 from services.runtime.cancellation import supervise
 from services.runtime.kube import KubeApi
+from services.runtime.metrics import RECONCILE_SECONDS, RECONCILES, Metrics, MetricSpec
 from services.runtime.reconcile.actions import (
     Ack,
     Create,
@@ -169,6 +171,8 @@ class WorkerDefinition:
     coalesce: Mapping[str, float] = field(default_factory=dict)
     """Kind → seconds: a key of that kind woken by an event waits up to that long, so that the
     events of a burst (a pool's members) are served by one pass instead of one each."""
+    metrics: tuple[MetricSpec, ...] = ()
+    """The metrics its planners record (``Record`` actions), besides the runtime's own."""
 
 
 @dataclass(frozen=True)
@@ -214,8 +218,11 @@ class Worker:
     owns: Callable[[ObjectKey], bool] = lambda key: True
     """Asked before every reconcile: False for a key another replica reconciles
     (:mod:`.sharding`)."""
+    metrics: Metrics = field(default_factory=Metrics)
+    """Where its metrics are recorded (the service's ``/metrics`` serves them)."""
 
     def __post_init__(self) -> None:
+        self.metrics.declare(self.definition.metrics)
         self.cache = ObjectCache(
             label_indexes=self.definition.label_indexes, written_ttl=self.settings.written_ttl
         )
@@ -441,6 +448,7 @@ class Worker:
     async def reconcile(self, key: ObjectKey, triggers: tuple[str, ...] = ()) -> Decision:
         reconciler = self._reconcilers[key.kind]
         memory = self._memory.setdefault(key, _KeyMemory())
+        started = time.perf_counter()
         self.cache.expire()
         now = self.clock()
         given = self.observed(key, now)
@@ -466,6 +474,10 @@ class Worker:
             if span is not None and decision.error is not None:
                 span.set_status(Status(StatusCode.ERROR, decision.error))
             await self._record(decision, now, trace_headers(span))
+        labels = {"worker": self.definition.name, "kind": key.kind}
+        self.metrics.record(RECONCILE_SECONDS, labels, time.perf_counter() - started)
+        result = "ok" if decision.error is None else "error"
+        self.metrics.record(RECONCILES, {**labels, "result": result})
         return decision
 
     async def _carry_out(
@@ -492,7 +504,9 @@ class Worker:
         execution = await execute(
             plan,
             self._executors,
-            ExecutionContext(self.api, self.cache, self.js, self.bus, key, self.take_delivery),
+            ExecutionContext(
+                self.api, self.cache, self.js, self.bus, key, self.take_delivery, self.metrics
+            ),
             may_act=self.may_act,
             tracer=tracer,
         )

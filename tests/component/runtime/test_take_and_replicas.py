@@ -1,8 +1,9 @@
 """Taking warm entries and sharing keys among replicas, against a real nats-server.
 
 A take hands out a queue's entries oldest first within a node, from the node its spread names
-first, one taker at a time, and answers at once when the queue is empty; an entry given back is offered again; a dropped queue's consumer is made
-again by the next take, and no entry is lost with it. Replicas that heartbeat see each other,
+first, one taker at a time, and answers at once when the queue is empty; an entry given back
+is offered again; a dropped queue's consumers are made again by the next take, and no entry is
+lost with them. Replicas that heartbeat see each other,
 agree on who owns each key, and stop counting a replica at once when it says it leaves, or
 after the TTL when it dies.
 """

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
+import aiohttp
 import nats
 import pytest
 
@@ -71,6 +73,28 @@ async def create_claims(kube: KubeApi, names: list[str], pool: str) -> None:
     await asyncio.gather(*(kube.create(claim_body(name, pool)) for name in names))
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def scrape(port: int) -> str:
+    url = f"http://127.0.0.1:{port}/metrics"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        assert response.status == 200
+        return await response.text()
+
+
+def sample(text: str, name: str, launch_type: str) -> float:
+    """The sum of ``name``'s samples with ``launch_type`` in a Prometheus text exposition."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'launch_type="{launch_type}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 @asynccontextmanager
 async def workers(url: str, kubeconfig: Path, logs: Path) -> AsyncIterator[None]:
     async with (
@@ -89,10 +113,12 @@ async def test_fifty_claims_adopt_fifty_warm_then_sixty_take_fifty_warm_and_ten_
     logs.mkdir()
     async with cluster_world(tmp_path) as (nats_server, _, kube, kubeconfig, _history):
         url = nats_server.url
+        metrics_port = free_port()
+        metrics_env = {"SANDBUS_METRICS_ADDRESS": f"127.0.0.1:{metrics_port}"}
         try:
             async with (
                 workers(url, kubeconfig, logs),
-                service("claim", url, kubeconfig, logs, env=CLAIM_ENV),
+                service("claim", url, kubeconfig, logs, env={**CLAIM_ENV, **metrics_env}),
             ):
                 await kube.create(template_body())
                 await kube.create(pool_body("warm", 50))
@@ -118,6 +144,14 @@ async def test_fifty_claims_adopt_fifty_warm_then_sixty_take_fifty_warm_and_ten_
                 kinds = await launch_types(kube, {bound[n] for n in second})
                 assert kinds == {"warm": 50, "cold": 10}, kinds
                 await until(full, within=120, interval=0.25)
+
+                # What agent-sandbox's dashboards read, from the claim worker's /metrics.
+                text = await scrape(metrics_port)
+                assert sample(text, "agent_sandbox_claim_creation_total", "warm") == 100
+                assert sample(text, "agent_sandbox_claim_creation_total", "cold") == 10
+                ready = "agent_sandbox_claim_controller_startup_latency_ms_count"
+                assert sample(text, ready, "warm") == 100
+                assert sample(text, ready, "cold") == 10
         except AssertionError as failure:
             raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
 

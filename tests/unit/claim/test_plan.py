@@ -19,13 +19,14 @@ on purpose the test asserts our behaviour and its docstring says how and why. Th
   ``SandboxCreatePending`` are never written.
 - Events are ``Create`` actions of events.k8s.io/v1 Events, after the status write.
 
+Mirrored elsewhere: the metrics and the first-ready annotation in test_metrics.py
+(TestRecordCreationLatencyMetric, TestRecordCreationLatencyMetric_ClaimFirstReadyAnnotation,
+TestClientClaimLatencyMetric, TestSandboxClaimCreationMetric, TestGetLaunchType,
+TestReconcilePropagatesAnnotationPatchError, TestDisableFlagsWarmAdoptionClaimWrites and the
+histogram half of TestSandboxClaimStaleStatusPatchConflictDroppedWithoutMetrics).
+
 Not applicable here (nothing of it is built, or it is not the planner's):
 
-- metrics and the first-ready annotation: TestRecordCreationLatencyMetric,
-  TestRecordCreationLatencyMetric_ClaimFirstReadyAnnotation, TestClientClaimLatencyMetric,
-  TestSandboxClaimCreationMetric, TestGetLaunchType (the metric's launch-type label),
-  TestReconcilePropagatesAnnotationPatchError (the first-ready stamp), and the histogram half
-  of TestSandboxClaimStaleStatusPatchConflictDroppedWithoutMetrics;
 - tracing: TestReconcile_TracingNormalization;
 - the in-memory observed-time map (we stamp ``controller-first-observed-at`` on the claim
   instead): TestSandboxClaimTimingPredicates, TestObservedTimeMapCompareAndDeletePreservesNewerUID,
@@ -59,6 +60,7 @@ from typing import Any
 import pytest
 
 from api.keys import (
+    ANNOTATION_CLAIM_FIRST_READY_AT,
     ANNOTATION_CONTROLLER_FIRST_OBSERVED_AT,
     ANNOTATION_POD_NAME,
     ANNOTATION_SAFE_TO_EVICT,
@@ -1731,6 +1733,7 @@ def test_stale_repatch_then_fresh_view_writes_nothing() -> None:
     done = adopted(adoption, sb)
     done["metadata"]["resourceVersion"] = "11"
     finalized = after(named, {"status": status_written(adoption)})
+    finalized["metadata"]["annotations"][ANNOTATION_CLAIM_FIRST_READY_AT] = stamp(NOW)
     cluster = world(finalized, done)
     flight = cluster.start(CLAIM)
     flight.plan = plan_of(finalized, pool(), template(), sb)

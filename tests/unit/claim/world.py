@@ -55,6 +55,7 @@ from services.runtime.reconcile.actions import (
     Delete,
     Patch,
     Plan,
+    Record,
     Refresh,
     Release,
     Take,
@@ -382,6 +383,8 @@ class Cluster:
     """The pool worker's memory: member name → uid of the incarnation it queued."""
     read_gone: dict[str, set[ObjectKey]] = field(default_factory=dict)
     events: list[Json] = field(default_factory=list)
+    recorded: list[Record] = field(default_factory=list)
+    """The metrics the claims' plans recorded, in order."""
     writes: list[Action] = field(default_factory=list)
     refused: list[tuple[Action, str]] = field(default_factory=list)
     fail_next: set[str] = field(default_factory=set)
@@ -560,6 +563,9 @@ class Cluster:
             return False
         if isinstance(action, Ack | Release):
             return self._settle(action, flight)
+        if isinstance(action, Record):
+            self.recorded.append(action)
+            return True
         if isinstance(action, Refresh):
             if action.target not in self.objects:
                 self.read_gone.setdefault(flight.claim, set()).add(action.target)

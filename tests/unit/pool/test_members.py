@@ -32,8 +32,7 @@ import copy
 import msgspec
 
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, LABEL_WARM_POOL_SANDBOX, name_hash
-from events.codec import decode_event
-from events.codec import nats_subject
+from events.codec import decode_event, nats_subject
 from events.subjects import warm_subject
 from events.types import WarmQueued
 from services.pool.core.members import MemberMemo, MemberObservation, plan_member

@@ -1,0 +1,168 @@
+"""Prometheus metrics of a service: what a worker declares, how a plan records one, and the
+``/metrics`` endpoint.
+
+A worker declares its metrics as :class:`MetricSpec` values (the claim worker declares
+agent-sandbox's, so existing dashboards and alerts keep working) and its planners record
+them with :class:`~services.runtime.reconcile.actions.Record` actions. A planner stays pure, and
+a ``Record`` placed after the writes it reports runs only when they are committed: the shell
+stops a plan at its first failed or conflicting write, which is upstream's rule of counting an
+adoption or a first Ready only after the status write that says so was accepted.
+
+Every worker also counts its reconcile passes, by kind and outcome, and times them
+(:data:`RUNTIME_METRICS`).
+
+prometheus-client, not OpenTelemetry's Prometheus exporter: agent-sandbox's dashboards select
+series by exact name and bucket bounds (``agent_sandbox_claim_startup_latency_ms_bucket``), and
+the exporter derives names from an instrument's name and unit, so it would not reproduce them.
+A service records into its process's registry (:func:`process_metrics`); a worker made
+without one gets its own (:class:`Metrics`), so tests can run several workers in one process.
+``SANDBUS_METRICS_ADDRESS`` (``host:port``, ``:8080`` for every interface) turns the endpoint
+on (:mod:`services.runtime.endpoint`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+__all__ = [
+    "METRICS_ADDRESS_ENV",
+    "RECONCILES",
+    "RECONCILE_SECONDS",
+    "RUNTIME_METRICS",
+    "MetricSpec",
+    "Metrics",
+    "MetricsError",
+    "metrics_address",
+    "process_metrics",
+]
+
+METRICS_ADDRESS_ENV: Final = "SANDBUS_METRICS_ADDRESS"
+
+# The `_created` series doubles every counter and histogram and no dashboard reads it.
+prometheus_client.disable_created_metrics()
+
+
+class MetricsError(ValueError):
+    """A metric recorded under a name or labels its worker did not declare."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    kind: Literal["counter", "histogram"]
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+    """A histogram's upper bounds (``+Inf`` is added)."""
+    per_second: float = 1.0
+    """The metric's units in a second (1000 for milliseconds): how a ``Record`` with
+    ``since`` turns the time passed into a value."""
+
+
+RECONCILES: Final = "sandbus_reconcile_total"
+RECONCILE_SECONDS: Final = "sandbus_reconcile_duration_seconds"
+
+RUNTIME_METRICS: Final = (
+    MetricSpec(
+        RECONCILES,
+        "counter",
+        "Reconcile passes by worker, kind and result (ok, error).",
+        ("worker", "kind", "result"),
+    ),
+    MetricSpec(
+        RECONCILE_SECONDS,
+        "histogram",
+        "Seconds a reconcile pass took, from observe to its decision recorded.",
+        ("worker", "kind"),
+        (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    ),
+)
+
+
+class Metrics:
+    """The metrics of one process, in their own registry."""
+
+    def __init__(self, specs: Iterable[MetricSpec] = ()) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._specs: dict[str, MetricSpec] = {}
+        self._metrics: dict[str, Counter | Histogram] = {}
+        self.declare(RUNTIME_METRICS)
+        self.declare(specs)
+
+    def declare(self, specs: Iterable[MetricSpec]) -> None:
+        """Add metrics; declaring one again with the same spec is a no-op."""
+        for spec in specs:
+            known = self._specs.get(spec.name)
+            if known is not None:
+                if known != spec:
+                    raise MetricsError(f"metric {spec.name} declared twice, differently")
+                continue
+            metric: Counter | Histogram
+            if spec.kind == "counter":
+                metric = Counter(spec.name, spec.help, spec.labels, registry=self.registry)
+            else:
+                metric = Histogram(
+                    spec.name,
+                    spec.help,
+                    spec.labels,
+                    registry=self.registry,
+                    buckets=(*spec.buckets, float("inf")),
+                )
+            self._specs[spec.name] = spec
+            self._metrics[spec.name] = metric
+
+    def spec(self, name: str) -> MetricSpec:
+        spec = self._specs.get(name)
+        if spec is None:
+            raise MetricsError(f"no metric {name} is declared")
+        return spec
+
+    def record(self, name: str, labels: Mapping[str, str], value: float = 1.0) -> None:
+        """Count ``value`` on a counter, or observe it on a histogram."""
+        spec = self.spec(name)
+        if set(labels) != set(spec.labels):
+            raise MetricsError(
+                f"metric {name} takes the labels {sorted(spec.labels)}, not {sorted(labels)}"
+            )
+        child = self._metrics[name].labels(**labels)
+        if isinstance(child, Counter):
+            if value < 0:
+                raise MetricsError(f"counter {name} cannot go down ({value})")
+            child.inc(value)
+        else:
+            child.observe(value)
+
+    def value(self, name: str, labels: Mapping[str, str], suffix: str = "") -> float | None:
+        """One sample as the endpoint would show it (``suffix``: ``_total``, ``_count``, ...)."""
+        return self.registry.get_sample_value(name.removesuffix("_total") + suffix, dict(labels))
+
+    def exposition(self) -> bytes:
+        return prometheus_client.generate_latest(self.registry)
+
+
+_PROCESS: list[Metrics] = []
+
+
+def process_metrics() -> Metrics:
+    """The metrics every service of this process records into and its endpoint serves
+    (``sandbus up`` runs every worker in one process, behind one ``/metrics``)."""
+    if not _PROCESS:
+        _PROCESS.append(Metrics())
+    return _PROCESS[0]
+
+
+def metrics_address(environ: Mapping[str, str] = os.environ) -> tuple[str, int] | None:
+    """``SANDBUS_METRICS_ADDRESS`` as (host, port); None when unset (no endpoint)."""
+    text = environ.get(METRICS_ADDRESS_ENV, "").strip()
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise MetricsError(f"{METRICS_ADDRESS_ENV}={text!r} is not host:port (e.g. :8080)")
+    return host.strip("[]") or "0.0.0.0", int(port)
