@@ -6,9 +6,11 @@ the same port."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import prometheus_client
 from aiohttp import web
@@ -39,21 +41,35 @@ async def serve_metrics(metrics: Metrics, host: str, port: int) -> web.AppRunner
     return runner
 
 
-_OPEN: dict[tuple[str, int], tuple[web.AppRunner, int]] = {}
+@dataclass
+class _Shared:
+    started: asyncio.Task[web.AppRunner]
+    users: int = 0
+
+
+_OPEN: dict[tuple[str, int], _Shared] = {}
 
 
 @asynccontextmanager
 async def metrics_endpoint(metrics: Metrics, host: str, port: int) -> AsyncIterator[None]:
-    """Serve ``metrics`` on ``host:port`` while any service of the process is inside."""
+    """Serve ``metrics`` on ``host:port`` while any service of the process is inside.
+
+    The services of ``sandbus up`` start at the same moment: the first registers the start
+    before it awaits it, so the others wait for that one instead of binding the port again."""
     address = (host, port)
-    runner, users = _OPEN.get(address) or (await serve_metrics(metrics, host, port), 0)
-    _OPEN[address] = (runner, users + 1)
+    shared = _OPEN.get(address)
+    if shared is None:
+        shared = _OPEN[address] = _Shared(asyncio.create_task(serve_metrics(metrics, host, port)))
+    shared.users += 1
     try:
+        await asyncio.shield(shared.started)
         yield
     finally:
-        runner, users = _OPEN[address]
-        if users > 1:
-            _OPEN[address] = (runner, users - 1)
-        else:
+        shared.users -= 1
+        if shared.users == 0:
             del _OPEN[address]
-            await runner.cleanup()
+            started = shared.started
+            if not started.done():
+                started.cancel()
+            elif not started.cancelled() and started.exception() is None:
+                await started.result().cleanup()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import aiohttp
@@ -146,3 +147,34 @@ async def test_services_of_one_process_share_one_endpoint_until_the_last_leaves(
         with pytest.raises(aiohttp.ClientConnectionError):
             async with session.get(url):
                 pass
+
+
+async def test_services_starting_at_the_same_moment_bind_the_port_once() -> None:
+    """What ``sandbus up`` does: every worker enters the endpoint at once; one binds."""
+    runner = await serve_metrics(Metrics(), "127.0.0.1", 0)
+    port = runner.addresses[0][1]
+    await runner.cleanup()
+    entered = asyncio.Event()
+    inside = 0
+
+    async def service() -> None:
+        nonlocal inside
+        async with metrics_endpoint(Metrics(), "127.0.0.1", port):
+            inside += 1
+            if inside == 3:
+                entered.set()
+            await entered.wait()
+
+    await asyncio.wait_for(asyncio.gather(service(), service(), service()), timeout=10)
+    assert inside == 3
+
+
+async def test_a_port_in_use_fails_every_service_that_waits_for_it() -> None:
+    blocker = await serve_metrics(Metrics(), "127.0.0.1", 0)
+    port = blocker.addresses[0][1]
+    try:
+        with pytest.raises(OSError):
+            async with metrics_endpoint(Metrics(), "127.0.0.1", port):
+                pass
+    finally:
+        await blocker.cleanup()
