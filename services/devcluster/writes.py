@@ -31,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from api.patching.errors import ApplyConflict, PatchError
+from api.patching.strategic import strategic_merge_patch
 from services.devcluster import errors
 from services.devcluster.deletion import (
     plan_delete,
@@ -45,10 +47,8 @@ from services.devcluster.meta import (
     now_rfc3339,
 )
 from services.devcluster.patching.apply import server_side_apply
-from services.devcluster.patching.errors import ApplyConflict, PatchError
 from services.devcluster.patching.json_patches import json_patch, merge_patch
 from services.devcluster.patching.managed import record_update
-from services.devcluster.patching.strategic import strategic_merge_patch
 from services.devcluster.pods import bind
 from services.devcluster.protobuf import decode_object, is_protobuf
 from services.devcluster.resources import Registry, ResourceType

@@ -14,29 +14,15 @@ warm-adopted Sandbox is controlled by the claim like a cold one, so it is remove
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from services.claim.core.status import condition_of
+from services.runtime.times import parse_time
 
-__all__ = ["EXPIRED_MESSAGE", "expires_at", "parse_time", "shutdown_policy"]
+__all__ = ["EXPIRED_MESSAGE", "expires_at", "shutdown_policy"]
 
 EXPIRED_MESSAGE: Final = "Claim expired. Sandbox cleanup initiated."
-
-
-def rfc3339_nano(moment: datetime) -> str:
-    """Go's RFC3339Nano: UTC, fractional seconds without trailing zeros."""
-    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
-    return text + "Z"
-
-
-def parse_time(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def expires_at(claim: Mapping[str, Any]) -> datetime | None:

@@ -33,11 +33,11 @@ from api.keys import (
     LAUNCH_TYPE_COLD,
     LAUNCH_TYPE_WARM,
 )
-from services.claim.core.lifecycle import parse_time, rfc3339_nano
 from services.pool.core.observation import is_ready
 from services.runtime.cache import ObjectKey, labels_of, metadata_of
 from services.runtime.metrics import MetricSpec
 from services.runtime.reconcile.actions import Record
+from services.runtime.times import parse_time, rfc3339_nano
 
 __all__ = [
     "CLAIM_METRICS",

@@ -53,13 +53,7 @@ from api.keys import (
 from services.claim.core.adoption import adoptable_by, adoption_patch, controlled_by, networked
 from services.claim.core.cold import cold_sandbox
 from services.claim.core.injection import ClaimInputError, go_quote
-from services.claim.core.lifecycle import (
-    EXPIRED_MESSAGE,
-    expires_at,
-    parse_time,
-    rfc3339_nano,
-    shutdown_policy,
-)
+from services.claim.core.lifecycle import EXPIRED_MESSAGE, expires_at, shutdown_policy
 from services.claim.core.metadata import claim_pod_metadata, validate_additional_metadata
 from services.claim.core.metrics import (
     controller_first_observed,
@@ -98,6 +92,7 @@ from services.runtime.reconcile.actions import (
     WarmQueue,
     merge_patch,
 )
+from services.runtime.times import parse_time, rfc3339_nano
 
 __all__ = ["CONTROLLER_NAME", "plan_claim"]
 

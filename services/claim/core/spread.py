@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from services.claim.core.lifecycle import parse_time
 from services.pool.core.members import adoptable_pool
 from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
 from services.runtime.reconcile.actions import WarmQueue
+from services.runtime.times import parse_time
 
 __all__ = ["node_spread", "queued_nodes"]
 

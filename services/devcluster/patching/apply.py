@@ -26,7 +26,8 @@ import json
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from services.devcluster.patching.errors import ApplyConflict
+from api.patching.errors import ApplyConflict
+from api.patching.lists import MERGE, SET, effective_strategy
 from services.devcluster.patching.fields import (
     ITEM_SELF,
     MISSING,
@@ -37,7 +38,6 @@ from services.devcluster.patching.fields import (
     format_field_path,
     value_at,
 )
-from services.devcluster.patching.lists import MERGE, SET, effective_strategy
 from services.devcluster.patching.managed import (
     ManagerEntry,
     decode_entries,

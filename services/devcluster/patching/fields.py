@@ -21,7 +21,7 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from services.devcluster.patching.lists import ATOMIC, SET, effective_strategy
+from api.patching.lists import ATOMIC, SET, effective_strategy
 
 __all__ = [
     "ITEM_SELF",

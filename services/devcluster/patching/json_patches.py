@@ -27,7 +27,7 @@ from typing import Any
 import jsonpatch
 import jsonpointer
 
-from services.devcluster.patching.errors import PatchError, go_json_type, not_an_object
+from api.patching.errors import PatchError, go_json_type, not_an_object
 
 __all__ = ["MAX_JSON_PATCH_OPERATIONS", "json_patch", "merge_patch"]
 

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.patching.errors import ApplyConflict, PatchError
+from api.patching.strategic import strategic_merge_patch
 from services.devcluster.patching.apply import server_side_apply
-from services.devcluster.patching.errors import ApplyConflict, PatchError
 from services.devcluster.patching.fields import field_paths, fields_v1, parse_fields_v1
 from services.devcluster.patching.json_patches import json_patch, merge_patch
 from services.devcluster.patching.managed import record_update
-from services.devcluster.patching.strategic import strategic_merge_patch
 
 T0 = "2024-05-01T10:00:00Z"
 T1 = "2024-05-01T10:05:00Z"

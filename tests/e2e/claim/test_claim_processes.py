@@ -106,7 +106,7 @@ async def workers(url: str, kubeconfig: Path, logs: Path) -> AsyncIterator[None]
 
 
 @pytest.mark.timeout(300)
-async def test_fifty_claims_adopt_fifty_warm_then_sixty_take_fifty_warm_and_ten_cold(
+async def test_fifty_claims_adopt_fifty_warm_then_sixty_take_every_warm_one_and_the_rest_cold(
     tmp_path: Path,
 ) -> None:
     logs = tmp_path / "logs"
@@ -142,16 +142,19 @@ async def test_fifty_claims_adopt_fifty_warm_then_sixty_take_fifty_warm_and_ten_
                 bound = await bindings(kube)
                 assert set(bound) == {*first, *second}
                 kinds = await launch_types(kube, {bound[n] for n in second})
-                assert kinds == {"warm": 50, "cold": 10}, kinds
+                # Every queued member serves a claim; the pool refills during the burst, so a
+                # member Ready in time may serve one of the last claims warm instead of cold.
+                assert kinds["warm"] >= 50 and kinds["warm"] + kinds["cold"] == 60, kinds
                 await until(full, within=120, interval=0.25)
 
                 # What agent-sandbox's dashboards read, from the claim worker's /metrics.
                 text = await scrape(metrics_port)
-                assert sample(text, "agent_sandbox_claim_creation_total", "warm") == 100
-                assert sample(text, "agent_sandbox_claim_creation_total", "cold") == 10
+                warm, cold = 50 + kinds["warm"], kinds["cold"]
+                assert sample(text, "agent_sandbox_claim_creation_total", "warm") == warm
+                assert sample(text, "agent_sandbox_claim_creation_total", "cold") == cold
                 ready = "agent_sandbox_claim_controller_startup_latency_ms_count"
-                assert sample(text, ready, "warm") == 100
-                assert sample(text, ready, "cold") == 10
+                assert sample(text, ready, "warm") == warm
+                assert sample(text, ready, "cold") == cold
         except AssertionError as failure:
             raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
 

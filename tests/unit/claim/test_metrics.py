@@ -20,7 +20,6 @@ from api.keys import (
     FIRST_READY_AT_UNKNOWN,
     LABEL_CREATED_BY,
 )
-from services.claim.core.lifecycle import rfc3339_nano
 from services.claim.core.metrics import (
     CLAIM_STARTUP,
     CLIENT_STARTUP,
@@ -31,6 +30,7 @@ from services.claim.core.metrics import (
 )
 from services.runtime.cache import Json, ObjectKey
 from services.runtime.reconcile.actions import Patch, Record
+from services.runtime.times import rfc3339_nano
 from tests.unit.claim.world import (
     CLAIM,
     NOW,

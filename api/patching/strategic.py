@@ -11,7 +11,7 @@ replaced. The directives upstream defines are honoured:
 - ``$deleteFromPrimitiveList/<field>`` removes values from a list of scalars;
 - ``$setElementOrder/<field>`` orders the named items, leaving the others in their slots.
 
-The write path offers this content type for built-in kinds (and ``/scale``) only, as a real
+The development cluster offers this content type for built-in kinds (and ``/scale``) only, as a real
 server does: for a custom resource it is a 415.
 """
 
@@ -21,8 +21,8 @@ import copy
 import json
 from typing import Any
 
-from services.devcluster.patching.errors import PatchError, go_json_type, not_an_object
-from services.devcluster.patching.lists import MERGE, SET, list_strategy
+from api.patching.errors import PatchError, go_json_type, not_an_object
+from api.patching.lists import MERGE, SET, list_strategy
 
 __all__ = ["strategic_merge_patch"]
 

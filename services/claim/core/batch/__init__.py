@@ -1,0 +1,1 @@
+"""BatchSandbox decisions (OpenSandbox), as pure functions."""
