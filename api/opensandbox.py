@@ -242,6 +242,12 @@ BatchSandboxConditionType = Literal[
     # Documented (seeds/opensandbox-controller.md), absent upstream: the pool is at poolMax and
     # this sandbox is still short of pods.
     "PoolCapacityExhausted",
+    # Proposed upstream (the pool auto-assign proposal), absent from its code: no Pool fits a
+    # sandbox with poolRef "*".
+    "PoolAssignFailed",
+    # sandbus's: an allocation annotation of the sandbox is malformed, or asks to release a
+    # Pod the sandbox does not hold; the Pool leaves it alone until it is fixed.
+    "AllocationRefused",
 ]
 
 

@@ -264,10 +264,23 @@ class LeaseElector:
         self._leading_until = 0.0
         self._changed.set()
         try:
-            body = released_lease(lease, now=datetime.now(UTC), annotations=self.annotations())
             # A stop has the Pod's grace period; a slow API server should not cost the handover.
             async with asyncio.timeout(max(self.timings.retry_period * 2, _RELEASE_PATIENCE)):
-                await self._kube.replace(body)
+                try:
+                    await self._kube.replace(self._released(lease))
+                except KubeError as error:
+                    if error.status != 409:
+                        raise
+                    # Written since: by a renewal of ours still in flight when the stop came,
+                    # or by a new holder. Hand it back only if it is still ours.
+                    lease = await self._kube.get(self._key)
+                    if holder_of(lease) != self.identity:
+                        log.info("%s/%s is no longer ours to release", self.namespace, self.name)
+                        return
+                    await self._kube.replace(self._released(lease))
             log.info("%s released %s/%s", self.identity, self.namespace, self.name)
         except (KubeError, TimeoutError) as error:
             log.warning("releasing lease %s/%s failed: %r", self.namespace, self.name, error)
+
+    def _released(self, lease: dict[str, Any]) -> dict[str, Any]:
+        return released_lease(lease, now=datetime.now(UTC), annotations=self.annotations())

@@ -51,6 +51,7 @@ only ones encoded, since every other key of a template spec is a template-only f
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping
@@ -64,8 +65,10 @@ __all__ = [
     "blueprint_hash",
     "blueprint_json",
     "go_quantity",
+    "open_pool_revision",
     "pod_template_hash",
     "pod_template_json",
+    "pod_template_spec_json",
 ]
 
 
@@ -93,6 +96,27 @@ def pod_template_json(template_spec: Mapping[str, Any]) -> str:
     """``json.Marshal(template.Spec.PodTemplate)`` as Go writes it."""
     out: list[str] = []
     _encode(_present(template_spec.get("podTemplate")), "v1beta1.PodTemplate", out)
+    return "".join(out)
+
+
+def open_pool_revision(template: Mapping[str, Any] | None) -> str:
+    """An OpenSandbox Pool's revision, as its Go controller computes it (spec/opensandbox.md
+    §2.6): the first 8 bytes of the SHA-256 of ``json.Marshal(pool.Spec.Template)``, as 16
+    lower-case hex characters. Matching it bit for bit is what lets sandbus take over a Pool
+    without recreating its idle Pods once."""
+    return hashlib.sha256(pod_template_spec_json(template).encode()).hexdigest()[:16]
+
+
+def pod_template_spec_json(template: Mapping[str, Any] | None) -> str:
+    """``json.Marshal`` of a ``*corev1.PodTemplateSpec`` as OpenSandbox's controller writes it.
+
+    OpenSandbox pins k8s.io/apimachinery v0.33, whose ``ObjectMeta.creationTimestamp`` is
+    ``omitempty`` only (``omitzero`` came later): a template without one still says
+    ``"metadata":{"creationTimestamp":null}``. A nil template is ``null``."""
+    if template is None:
+        return "null"
+    out: list[str] = []
+    _encode_struct(template, "v1.PodTemplateSpec", out, extras=True)
     return "".join(out)
 
 
@@ -1310,5 +1334,19 @@ _CORE_STRUCTS: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
     ),
 }
 
-_STRUCTS: Final = {**_SANDBOX_STRUCTS, **_CORE_STRUCTS}
+_OPENSANDBOX_STRUCTS: Final[dict[str, tuple[tuple[str, str, str], ...]]] = {
+    # k8s.io/api v0.33 core/v1 PodTemplateSpec (metadata, then spec; both struct values, so
+    # omitempty never drops them) and apimachinery v0.33 ObjectMeta, whose creationTimestamp
+    # is omitempty only: a zero time is written as null.
+    "v1.PodTemplateSpec": (
+        ("metadata", "v1.ObjectMeta@0.33", "omitempty"),
+        ("spec", "PodSpec", "omitempty"),
+    ),
+    "v1.ObjectMeta@0.33": tuple(
+        ("creationTimestamp", "Time", "omitempty") if field[0] == "creationTimestamp" else field
+        for field in _CORE_STRUCTS["ObjectMeta"]
+    ),
+}
+
+_STRUCTS: Final = {**_SANDBOX_STRUCTS, **_CORE_STRUCTS, **_OPENSANDBOX_STRUCTS}
 _FIELD_NAMES: Final = {name: frozenset(f[0] for f in fields) for name, fields in _STRUCTS.items()}

@@ -94,3 +94,21 @@ async def test_a_dead_holder_is_taken_over_after_a_lease_duration(kube: KubeApi)
         lease = await kube.get(ObjectKey("Lease", NS, LEASE))
         assert lease["spec"]["leaseTransitions"] == 1
     assert await holder(kube) == ""
+
+
+async def test_a_release_after_a_write_it_did_not_see_still_hands_the_lease_back(
+    kube: KubeApi,
+) -> None:
+    """A stop that comes while a renewal of ours is in flight finds the Lease written since its
+    last answer (409): it reads the Lease again and releases it while it is still ours; a Lease
+    someone else took meanwhile is left to them."""
+    for taken_by in ("me", "thief"):
+        me = elector(kube, "me")
+        async with me:
+            async with asyncio.timeout(5):
+                await me.wait_leading()
+            stored = await kube.get(ObjectKey("Lease", NS, LEASE))
+            stored["spec"]["holderIdentity"] = taken_by
+            await kube.replace(stored)  # a write this replica never saw the answer of
+        assert await holder(kube) == ("" if taken_by == "me" else "thief")
+        await kube.delete(ObjectKey("Lease", NS, LEASE))

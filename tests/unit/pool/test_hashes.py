@@ -23,6 +23,7 @@ The NameHash vectors (TestNameHash_Correctness) are covered in tests/unit/sandbo
 from __future__ import annotations
 
 import copy
+import hashlib
 import random
 from typing import Any
 
@@ -33,8 +34,10 @@ from services.pool.core.hashes import (
     blueprint_hash,
     blueprint_json,
     go_quantity,
+    open_pool_revision,
     pod_template_hash,
     pod_template_json,
+    pod_template_spec_json,
 )
 
 GO_VECTORS: list[tuple[str, dict[str, Any], str, str, str]] = [
@@ -668,3 +671,24 @@ def test_undecodable_input_does_not_crash(spec: dict[str, Any]) -> None:
     """Input Go could not decode (upstream then writes no hash at all) still hashes."""
     assert len(blueprint_hash(spec)) == 8
     assert len(pod_template_hash(spec)) == 8
+
+
+def test_an_open_pool_revision_hashes_the_template_as_opensandbox_marshals_it() -> None:
+    """spec/opensandbox.md §2.6: ``sha256(json.Marshal(pool.Spec.Template))[:8]`` in hex, with
+    k8s.io/api v0.33's encoding: ``metadata`` first with ``"creationTimestamp":null``, then the
+    spec with every container's ``"resources":{}``, fields in Go declaration order, nothing
+    defaulted (no protocol on a port)."""
+    template = {
+        "spec": {"containers": [{"image": "i", "ports": [{"containerPort": 80}], "name": "c"}]},
+        "metadata": {"labels": {"b": "2", "a": "1"}},
+    }
+    expected = (
+        '{"metadata":{"creationTimestamp":null,"labels":{"a":"1","b":"2"}},'
+        '"spec":{"containers":[{"name":"c","image":"i","ports":[{"containerPort":80}],'
+        '"resources":{}}]}}'
+    )
+    assert pod_template_spec_json(template) == expected
+    assert open_pool_revision(template) == hashlib.sha256(expected.encode()).hexdigest()[:16]
+    assert pod_template_spec_json(None) == "null"
+    empty = '{"metadata":{"creationTimestamp":null},"spec":{"containers":null}}'
+    assert pod_template_spec_json({}) == empty

@@ -40,9 +40,9 @@ unknown strategy is refused when its :class:`ScorerSpec` is built (:class:`Inval
 so a profile that exists always runs, and a loader of configured profiles can fall back to the
 default at load time.
 
-:func:`is_pooled` holds for ``"*"`` too, with or without a template: such a sandbox never gets
-pods of its own, and after the assignment the Pool skips it because of its template, which is
-upstream's trap (spec §2.12, last paragraph) and is kept.
+:func:`is_pooled` holds for ``"*"`` too, with or without a template. Upstream's Pool then skips a
+sandbox that has a template, so ``"*"`` with a template hangs at zero pods (spec §2.12, last
+paragraph); sandbus's Pool serves it, because its ``poolRef`` says it is pooled.
 """
 
 from __future__ import annotations
