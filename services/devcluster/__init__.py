@@ -4,6 +4,7 @@ Module map (spec/kube-standin.md §4.2):
 
 - :mod:`.cluster` — :class:`DevCluster`, the in-process entry point; :mod:`.cli` the command.
 - :mod:`.server` — URL grammar, verbs, options, Status errors; :mod:`.discovery`, :mod:`.admin`.
+- :mod:`.podexec` — ``pods/exec`` over WebSocket, with a simulated container runtime.
 - :mod:`.reads`, :mod:`.writes`, :mod:`.watch` — the verbs.
 - :mod:`.store` (+ :mod:`.persistence`) — objects, the global resourceVersion, the history.
 - :mod:`.resources`, :mod:`.builtins`, :mod:`.crds` — what is served; :mod:`.strategy`,

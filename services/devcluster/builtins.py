@@ -622,7 +622,7 @@ def builtin_types() -> list[ResourceType]:
             short_names=("po",),
             categories=("all",),
             status_subresource=True,
-            extra_subresources=("binding",),
+            extra_subresources=("binding", "exec"),
         ),
         core(
             "services",

@@ -94,6 +94,8 @@ def _resource_entries(rtype: ResourceType) -> list[Json]:
             entry.update({"group": "autoscaling", "version": "v1", "kind": "Scale"})
         elif sub == "binding":
             entry.update({"kind": "Binding", "verbs": ["create"]})
+        elif sub == "exec":
+            entry.update({"kind": "PodExecOptions", "verbs": ["create", "get"]})
         elif sub == "finalize":
             entry["verbs"] = ["update"]
         entries.append(entry)

@@ -11,6 +11,8 @@ are not routed by aiohttp's router but parsed here against the
 HTTP method plus shape gives the verb (get, list, watch, create, update, patch, delete,
 deletecollection). Every failure leaves as a metav1.Status with the right code and reason;
 an unexpected exception becomes a 500 InternalError Status with no traceback on the wire.
+``pods/exec`` (GET for a WebSocket, POST for SPDY) is served by
+:class:`~services.devcluster.podexec.PodExec` once the faults and the latency have had their say.
 
 Before a request is served the fault engine decides what happens to it (an injected error, a
 racing writer, a dropped connection) and the latency model sleeps for its verb class.
@@ -30,6 +32,7 @@ from aiohttp import web
 from services.devcluster import discovery, errors, openapi_docs, tables, wire
 from services.devcluster.errors import StatusError
 from services.devcluster.faults import Decision, Faults, LatencyModel, RequestInfo
+from services.devcluster.podexec import PodExec
 from services.devcluster.reads import Reader, go_bool, go_int, parse_list_options
 from services.devcluster.resources import Registry, ResourceType
 from services.devcluster.store import Store, decode
@@ -157,6 +160,10 @@ class ApiServer:
     rng: Random
     extra_routes: list[Callable[[web.Application], object]] = field(default_factory=list)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    pod_exec: PodExec = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pod_exec = PodExec(self.store, self.registry, self.writer)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
@@ -268,12 +275,14 @@ class ApiServer:
             raise errors.path_not_found()
         if route.subresource and verb in ("list", "deletecollection"):
             raise errors.path_not_found()
+        if route.subresource == "exec" and verb not in ("get", "create"):
+            raise _method_not_allowed()
         base_verb = "get" if verb == "watch" and route.name else verb
         if base_verb not in ("get",) and not rtype.supports(verb) and not route.subresource:
             raise _method_not_allowed()
         if route.subresource == "binding" and verb != "create":
             raise _method_not_allowed()
-        if verb == "create" and route.name and route.subresource != "binding":
+        if verb == "create" and route.name and route.subresource not in ("binding", "exec"):
             raise _method_not_allowed()
         if route.subresource == "finalize" and verb != "update":
             raise _method_not_allowed()
@@ -301,6 +310,8 @@ class ApiServer:
             async with self.store.writing():
                 self.store.touch(rtype.storage, route.namespace, route.name)
 
+        if route.subresource == "exec":
+            return await self.pod_exec.serve(request, route.namespace, route.name)
         target = Target(rtype, route.namespace, route.name, route.subresource)
         if verb == "watch":
             return await self._watch(request, rtype, route, query, decision)

@@ -29,6 +29,16 @@ a watch stream that broke mid-way, or stalled      :class:`StreamBroken`, :class
                                                    (``status`` 0)
 =================================================  =========================================
 
+Exec. :meth:`KubeApi.exec` runs a command in a Pod's container through the ``pods/exec``
+subresource over a WebSocket (subprotocol ``v5.channel.k8s.io`` or ``v4.channel.k8s.io``: binary
+frames whose first byte is the channel, 1 stdout, 2 stderr, 3 the command's final ``Status``).
+kubernetes_asyncio's own ``WsApiClient`` is a second ApiClient with its own session, and it
+keeps only stdout and stderr, mixed, and drops the exit status; here the WebSocket goes over
+the ``ApiClient``'s own connector (its TLS settings and client certificate), to its host, with
+its auth headers. A command that ran and failed is an :class:`ExecResult` with its exit code;
+a refused upgrade (no such Pod, no such container, no running container) is a
+:class:`KubeError` with the API server's status and message, as every other call raises.
+
 Timeouts. Every request is bounded by ``request_timeout`` (30 s unless told), the wait for a
 token included. A watch is bounded only until its response starts (connect and headers); the
 stream then lives for minutes, and the caller's inactivity limit
@@ -45,7 +55,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -62,6 +72,7 @@ __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
     "MERGE_PATCH",
     "RESOURCES",
+    "ExecResult",
     "Expired",
     "KubeApi",
     "KubeError",
@@ -84,6 +95,8 @@ _MAX_LINE: Final = 64 << 20
 """A watch line holds one object: etcd caps those at 1.5 MB, so 64 MB means a broken stream."""
 _SHOWN: Final = 300
 """Characters of an unexpected answer quoted in an error message."""
+_EXEC_PROTOCOLS: Final = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+_STDOUT, _STDERR, _STATUS = 1, 2, 3
 
 
 # --- resources ---------------------------------------------------------------------------
@@ -295,6 +308,55 @@ class WatchStream:
             return event
 
 
+# --- exec --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a command run through ``pods/exec`` left: its output and how it ended."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    """0 when it succeeded, else its exit code; None when the container runtime could not run
+    it at all (``message`` says why)."""
+    message: str = ""
+    """The failure the API server reported on the status channel (empty on success)."""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0
+
+
+async def _exec_result(ws: aiohttp.ClientWebSocketResponse, what: str) -> ExecResult:
+    """Demultiplex one exec stream until the server closes it."""
+    channels = {_STDOUT: bytearray(), _STDERR: bytearray(), _STATUS: bytearray()}
+    async for message in ws:
+        if message.type is aiohttp.WSMsgType.BINARY and message.data:
+            data: bytes = message.data
+            if data[0] in channels:
+                channels[data[0]] += data[1:]
+        elif message.type is aiohttp.WSMsgType.ERROR:
+            raise StreamBroken(f"{what}: the exec stream broke: {ws.exception()!r}")
+    stdout = channels[_STDOUT].decode("utf-8", "replace")
+    stderr = channels[_STDERR].decode("utf-8", "replace")
+    status = _decode(bytes(channels[_STATUS]))
+    if not isinstance(status, dict):
+        raise StreamBroken(
+            f"{what}: the exec stream ended without the command's status "
+            f"(close code {ws.close_code}; stdout {stdout[:_SHOWN]!r}, stderr {stderr[:_SHOWN]!r})"
+        )
+    if status.get("status") == "Success":
+        return ExecResult(stdout, stderr, 0)
+    exit_code: int | None = None
+    if status.get("reason") == "NonZeroExitCode":
+        for cause in (status.get("details") or {}).get("causes") or ():
+            if isinstance(cause, dict) and cause.get("reason") == "ExitCode":
+                with contextlib.suppress(TypeError, ValueError):
+                    exit_code = int(str(cause.get("message")))
+    return ExecResult(stdout, stderr, exit_code, str(status.get("message") or status))
+
+
 # --- the client --------------------------------------------------------------------------
 
 
@@ -440,6 +502,71 @@ class KubeApi:
         the API server holds."""
         listing = await self._json("GET", resource_for(kind).path(namespace))
         return [_with_kind(item, kind) for item in listing.get("items") or ()]
+
+    # -- exec ---------------------------------------------------------------------------------
+
+    async def exec(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        command: Sequence[str],
+        *,
+        timeout: float = 10.0,  # noqa: ASYNC109 (bounds the upgrade and the stream, as one)
+    ) -> ExecResult:
+        """Run ``command`` (an argv, no shell) in ``container`` of the Pod, with stdout and stderr
+        and neither stdin nor a TTY, and wait until it ends, ``timeout`` seconds at most."""
+        if not command:
+            raise ValueError("exec needs a command")
+        if timeout <= 0:
+            raise ValueError("the exec timeout must be positive")
+        path = resource_for("Pod").path(namespace, pod, "exec")
+        query = [
+            ("container", container),
+            *(("command", argument) for argument in command),
+            ("stdout", "true"),
+            ("stderr", "true"),
+        ]
+        what = f"exec {list(command)} in {namespace}/{pod} container {container}"
+        rest = self._client.rest_client
+        headers = dict(self._client.default_headers)
+        if self._client.cookie:
+            headers["Cookie"] = self._client.cookie
+        # aiohttp drops the body of a refused upgrade; keep it for the error's message.
+        refusal: list[bytes] = []
+
+        async def keep_refusal(
+            _session: aiohttp.ClientSession, _context: Any, params: aiohttp.TraceRequestEndParams
+        ) -> None:
+            if params.response.status != 101:
+                refusal.append(await params.response.read())
+
+        trace = aiohttp.TraceConfig()
+        trace.on_request_end.append(keep_refusal)
+        with _answered(what, timeout):
+            async with asyncio.timeout(timeout):
+                await self._client.update_params_for_auth(headers, query, _AUTH)
+                async with aiohttp.ClientSession(
+                    connector=rest.pool_manager.connector,
+                    connector_owner=False,
+                    trust_env=True,
+                    trace_configs=[trace],
+                ) as session:
+                    try:
+                        ws = await session.ws_connect(
+                            f"{self._client.configuration.host}{path}",
+                            params=query,
+                            headers=headers,
+                            protocols=_EXEC_PROTOCOLS,
+                            proxy=rest.proxy or None,
+                            proxy_headers=rest.proxy_headers or None,
+                            server_hostname=rest.server_hostname or None,
+                        )
+                    except aiohttp.WSServerHandshakeError as refused:
+                        raw = refusal[0] if refusal else b""
+                        raise KubeError.from_status(refused.status, _decode(raw), raw=raw) from None
+                    async with ws:
+                        return await _exec_result(ws, what)
 
     # -- the watcher's list and watch ---------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 :func:`observe_stage` reads which stage a Pod is in from the object alone: ``unbound``,
 ``bound``, ``creating``, ``running:<restarts>``, ``ready:<restarts>``, ``backoff:<restarts>``,
-``image-pull-error``, ``image-pull-backoff``, ``deleting`` (and ``deleting-unbound``, which
-needs no kubelet), ``terminal``, or ``foreign`` for a Pod on a node this kubelet does not run or
-for another scheduler. Nothing but the object says where a Pod is, so a restarted shell,
+``exited`` (a container's process ended while the Pod runs), ``image-pull-error``,
+``image-pull-backoff``, ``deleting`` (and ``deleting-unbound``, which needs no kubelet),
+``terminal``, or ``foreign`` for a Pod on a node this kubelet does not run or for another
+scheduler. Nothing but the object says where a Pod is, so a restarted shell,
 a relist or a write by someone else cannot put the simulation out of step with what the API
 shows.
 
@@ -24,6 +25,10 @@ version is refused by the server and made again from the next one. The delays, a
   ``pod_ready_delay`` without one; under ``crash`` and ``exit-*`` the containers end after
   ``run_duration`` instead, and those the ``restartPolicy`` restarts wait in CrashLoopBackOff
   for :func:`~.statuses.crash_backoff`;
+- exited (a container's PID 1 ended, e.g. ``kill 1`` through ``pods/exec``, see
+  :mod:`services.devcluster.podexec`) → running again after ``start_delay``, under a new
+  containerID, as the ``restartPolicy`` says (:func:`~.statuses.restart_exited_status`), then
+  ready as above;
 - deleting → terminal after ``termination_delay`` (or the grace period, if shorter), and a
   terminal Pod marked for deletion is deleted.
 """
@@ -46,6 +51,7 @@ from services.devcluster.kubelet.statuses import (
     pull_backoff_status,
     pull_failed_status,
     ready_status,
+    restart_exited_status,
     restarted_status,
     started_status,
     terminated_status,
@@ -102,6 +108,8 @@ def observe_stage(pod: Json, view: ClusterView) -> str:
         return "image-pull-error"
     if "ImagePullBackOff" in reasons:
         return "image-pull-backoff"
+    if status.get("phase") == "Running" and any("terminated" in state for state in states):
+        return "exited"
     if all("running" in state for state in states):
         restarts = max(int(s.get("restartCount", 0)) for s in statuses)
         if all(s.get("ready") for s in statuses):
@@ -176,6 +184,11 @@ def plan_pod(
         if ip is None:
             return Decision((), memory)  # the node's CIDR is full: stay ContainerCreating
         return after(config.start_delay, patch(started_status(pod, config, now, ip), pod_ip=ip))
+    if stage == "exited":
+        restarted = restart_exited_status(pod, config, now)
+        if restarted is None:
+            return Decision((), memory)  # the restartPolicy keeps it down; the others run on
+        return after(config.start_delay, patch(restarted))
     if stage == "image-pull-error":
         return after(config.image_pull_backoff_delay, patch(pull_backoff_status(pod)))
     if stage == "image-pull-backoff":

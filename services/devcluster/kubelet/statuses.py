@@ -2,7 +2,8 @@
 
 Each ``*_status`` function returns a fresh ``status`` (or the part of it that changes) for one
 moment of a Pod's life: pending in ContainerCreating or PodInitializing, an image pull failing
-and backing off, started, restarted, ready, exited with a code, terminated for a graceful
+and backing off, started, restarted, ready, exited with a code, one container's PID 1 ending
+(``kill 1`` through ``pods/exec``) and that container started again, terminated for a graceful
 deletion. :mod:`.stages` decides which one applies and when; this module only knows what a real
 kubelet puts in it, so that clients reading the object (kubectl, client
 libraries' typed models, our own watcher) see the shapes they would see on a cluster:
@@ -28,6 +29,7 @@ from services.devcluster.kubelet.nodes import digest
 
 __all__ = [
     "condition",
+    "container_exit_status",
     "container_statuses",
     "containers",
     "crash_backoff",
@@ -37,6 +39,7 @@ __all__ = [
     "pull_backoff_status",
     "pull_failed_status",
     "ready_status",
+    "restart_exited_status",
     "restarted_status",
     "started_status",
     "terminated_status",
@@ -364,6 +367,83 @@ def exited_status(pod: Json, config: KubeletConfig, now: str, exit_code: int) ->
     return _finished(pod, now, "Succeeded" if exit_code == 0 else "Failed", statuses)
 
 
+def _exit(previous: Json, exit_code: int, now: str) -> Json:
+    running = (previous.get("state") or {}).get("running") or {}
+    return {
+        "exitCode": exit_code,
+        "reason": "Completed" if exit_code == 0 else "Error",
+        "startedAt": running.get("startedAt", now),
+        "finishedAt": now,
+        "containerID": previous.get("containerID", ""),
+    }
+
+
+def _with_unready_conditions(pod: Json, now: str, statuses: list[Json]) -> list[Json]:
+    unready = [str(s.get("name", "")) for s in statuses if not s.get("ready")]
+    return _pod_conditions(
+        pod, now, sandbox=True, initialized=True, ready=not unready, not_ready_names=unready
+    )
+
+
+def container_exit_status(pod: Json, name: str, exit_code: int, now: str) -> Json:
+    """PID 1 of container ``name`` ended with ``exit_code`` while the Pod runs (``kill 1``
+    through exec): what the kubelet reports until it starts the container again
+    (:func:`restart_exited_status`). That container is terminated and not ready, so the Pod is
+    not Ready; the other containers are as they were."""
+    statuses = []
+    for previous in container_statuses(pod):
+        status = dict(previous)
+        if previous.get("name") == name:
+            status.update(
+                ready=False, started=False, state={"terminated": _exit(previous, exit_code, now)}
+            )
+        statuses.append(status)
+    return {
+        "conditions": _with_unready_conditions(pod, now, statuses),
+        "containerStatuses": statuses,
+    }
+
+
+def restart_exited_status(pod: Json, config: KubeletConfig, now: str) -> Json | None:
+    """The kubelet starts again the containers whose process ended while the Pod ran, as the
+    ``restartPolicy`` says (Always; OnFailure after a non-zero exit): a new containerID,
+    ``restartCount`` + 1, the exit as ``lastState``, running and not ready yet. None when the
+    policy restarts none of them and another container still runs; when none runs any more
+    the Pod is finished (Succeeded if every container exited 0, else Failed)."""
+    policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+    statuses = []
+    restarted = False
+    for previous in container_statuses(pod):
+        status = dict(previous)
+        terminated = (previous.get("state") or {}).get("terminated")
+        if isinstance(terminated, dict) and (
+            policy == "Always" or (policy == "OnFailure" and terminated.get("exitCode") != 0)
+        ):
+            restarts = int(previous.get("restartCount", 0)) + 1
+            status.update(
+                containerID=_container_id(config, pod, str(previous.get("name", "")), restarts),
+                restartCount=restarts,
+                lastState={"terminated": terminated},
+                state={"running": {"startedAt": now}},
+                started=True,
+                ready=False,
+            )
+            restarted = True
+        statuses.append(status)
+    if restarted:
+        return {
+            "phase": "Running",
+            "conditions": _with_unready_conditions(pod, now, statuses),
+            "containerStatuses": statuses,
+        }
+    if any("running" in (s.get("state") or {}) for s in statuses):
+        return None
+    failed = any(
+        ((s.get("state") or {}).get("terminated") or {}).get("exitCode") != 0 for s in statuses
+    )
+    return _finished(pod, now, "Failed" if failed else "Succeeded", statuses)
+
+
 def terminated_status(pod: Json, now: str) -> Json:
     """Status once the containers stopped for a graceful deletion (kubelet's terminal phase)."""
     statuses = []
@@ -380,6 +460,9 @@ def terminated_status(pod: Json, now: str) -> Json:
                 "finishedAt": now,
                 "containerID": status["containerID"],
             }
+        elif isinstance(state.get("terminated"), dict):  # its process had ended already
+            terminated = state["terminated"]
+            any_failed = any_failed or terminated.get("exitCode") != 0
         else:
             any_failed = True
             terminated = {

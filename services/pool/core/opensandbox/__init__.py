@@ -1,0 +1,1 @@
+"""OpenSandbox Pool decisions, as pure functions."""
