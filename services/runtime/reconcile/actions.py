@@ -8,7 +8,7 @@ registers its own kinds with their executors in its
 :class:`~services.runtime.reconcile.worker.WorkerDefinition`, and an action whose type has no
 executor fails the pass instead of being guessed at.
 
-The runtime executes five kinds itself, and one grouping. Four are the writes a controller
+The runtime executes these kinds itself, and one grouping. Four are the writes a controller
 needs:
 
 :class:`Create`
@@ -40,7 +40,8 @@ the bus's view of it. Each of these ends the plan when it changes what the plann
 (an entry taken, an object read), so the key is planned again at once on what it learned.
 A queue found empty lets the plan go on: the actions after a take say what to do without one.
 
-:class:`Record` counts or observes a metric once the writes before it are committed.
+:class:`Record` counts or observes a metric once the writes before it are committed, and
+:class:`Exec` runs a command in a Pod's container.
 
 The last, :class:`Ack`, acknowledges a message that a further input source (a warm-queue pull
 consumer) delivered into this reconcile. Put it last: the shell stops at the first failed
@@ -82,6 +83,7 @@ __all__ = [
     "Delete",
     "DropQueue",
     "Enqueue",
+    "Exec",
     "Patch",
     "Plan",
     "Purge",
@@ -217,6 +219,21 @@ class Refresh:
     why: str = ""
     step: str = ""
     verb = "read"
+
+
+@dataclass(frozen=True)
+class Exec:
+    """Run ``command`` in ``container`` of the Pod ``target`` through the ``pods/exec``
+    subresource. Its outcome, a non-zero exit or an exec the API refused, is the action's note,
+    not a failure: the plan that asks for it (a restart recycle) judges by what the Pod shows
+    afterwards, as upstream only logs exec errors."""
+
+    target: ObjectKey
+    container: str
+    command: tuple[str, ...]
+    why: str = ""
+    step: str = ""
+    verb = "exec"
 
 
 @dataclass(frozen=True)

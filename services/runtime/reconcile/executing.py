@@ -1,8 +1,8 @@
 """Carrying out a plan: each action through the executor registered for its type.
 
 A worker's executors are a mapping from action type to an async function
-``(action, context) -> Executed``; the runtime brings those of its own five actions
-(:data:`RUNTIME_EXECUTORS` for the Kubernetes writes, the worker's ``Ack``) and a worker adds
+``(action, context) -> Executed``; the runtime brings those of its own actions
+(:data:`RUNTIME_EXECUTORS`, and the worker's ``Ack`` and ``Release``) and a worker adds
 its own kinds (:class:`~services.runtime.reconcile.worker.WorkerDefinition`). An action whose
 type has no executor fails the pass with that said: an unknown action is an error, never
 guessed at.
@@ -59,6 +59,7 @@ from services.runtime.reconcile.actions import (
     Action,
     Create,
     Delete,
+    Exec,
     Patch,
     Plan,
     Record,
@@ -285,6 +286,20 @@ async def _refresh(action: Refresh, context: ExecutionContext) -> Executed:
     return Executed(note=f"at {metadata_of(found).get('resourceVersion')}", stale=True)
 
 
+async def _exec(action: Exec, context: ExecutionContext) -> Executed:
+    target = action.target
+    try:
+        result = await context.api.exec(
+            target.namespace, target.name, action.container, action.command
+        )
+    except KubeError as error:
+        return Executed(note=f"exec in {action.container} refused: {error}")
+    if result.succeeded:
+        return Executed(note=f"exec in {action.container}: exit 0")
+    ended = f"exit {result.exit_code}" if result.exit_code is not None else result.message
+    return Executed(note=f"exec in {action.container}: {ended}")
+
+
 async def _record(action: Record, context: ExecutionContext) -> Executed:
     if context.metrics is None:
         return Executed(note="no metrics here")
@@ -308,6 +323,7 @@ RUNTIME_EXECUTORS: Mapping[type, Executor] = {
     Delete: _delete,
     Refresh: _refresh,
     Record: _record,
+    Exec: _exec,
 }
-"""The executors of the Kubernetes writes and of ``Record``; the worker adds ``Ack`` and its
-own kinds."""
+"""The executors of the Kubernetes writes, ``Refresh``, ``Record`` and ``Exec``; the worker adds
+``Ack`` and its own kinds."""
