@@ -22,7 +22,10 @@ from kubernetes_asyncio import config as k8s_config
 from services.devcluster import DevCluster, LatencyModel, SimulationSettings
 from services.devcluster.kubelet.config import FAIL_ANNOTATION, KubeletConfig
 from services.devcluster.podexec import EXEC_EXIT_CODE_ANNOTATION
+from services.runtime.cache import ObjectCache, ObjectKey
 from services.runtime.kube import KubeApi, KubeError
+from services.runtime.reconcile.actions import Exec, Plan
+from services.runtime.reconcile.executing import RUNTIME_EXECUTORS, ExecutionContext, execute
 from tests.component.devcluster.rest import Json, create, watch_until
 
 FAST = KubeletConfig(
@@ -367,3 +370,26 @@ async def test_kubectl_exec_kill_1(
     assert code == 7
     assert f"injected by {EXEC_EXIT_CODE_ANNOTATION}" in err
     assert "command terminated with exit code 7" in err
+
+
+async def test_the_exec_action_reports_its_outcome_as_a_note(
+    http: aiohttp.ClientSession, kube: KubeApi
+) -> None:
+    """The runtime's ``Exec`` action (what the restart recycler plans): a command that ran is
+    noted with its exit, a refused exec is noted too, and neither fails the plan."""
+    await running_pod(http, pod(annotations={EXEC_EXIT_CODE_ANNOTATION: "3"}))
+    target = ObjectKey("Pod", NS, "p")
+    done = await execute(
+        Plan(
+            actions=(
+                Exec(target, "main", ("true",)),
+                Exec(target, "nowhere", ("kill", "1")),
+            )
+        ),
+        RUNTIME_EXECUTORS,
+        ExecutionContext(api=kube, cache=ObjectCache()),
+    )
+    assert done.error is None
+    assert [o.note for o in done.outcomes][0] == "exec in main: exit 3"
+    assert done.outcomes[1].note.startswith("exec in nowhere refused:")
+    assert "not valid for pod" in done.outcomes[1].note
