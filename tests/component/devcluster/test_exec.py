@@ -390,6 +390,6 @@ async def test_the_exec_action_reports_its_outcome_as_a_note(
         ExecutionContext(api=kube, cache=ObjectCache()),
     )
     assert done.error is None
-    assert [o.note for o in done.outcomes][0] == "exec in main: exit 3"
+    assert done.outcomes[0].note == "exec in main: exit 3"
     assert done.outcomes[1].note.startswith("exec in nowhere refused:")
     assert "not valid for pod" in done.outcomes[1].note
