@@ -1,9 +1,11 @@
 """The claim worker as the reconciler runtime sees it: what it follows, what wakes what, and
-its two reconcilers.
+its reconcilers.
 
 ``SandboxClaim`` keys are reconciled by :func:`~services.claim.core.plan.plan_claim`: adopt a
 warm sandbox from the claim's pool queue, or start cold; keep the status. ``SandboxWarmPool``
 keys by :func:`~services.claim.core.queues.plan_queue`: a pool's queue goes with the pool.
+OpenSandbox ``BatchSandbox`` keys by :func:`~services.claim.core.batch.plan.plan_batch`: its
+Pods in template mode, its endpoints and status (the Pool, in the pool worker, allocates).
 
 Following upstream's watches (spec/agent-sandbox.md §3.2): a claim's change wakes it; a
 Sandbox's change wakes the claim that controls it; a pool's change of spec (its generation,
@@ -14,11 +16,14 @@ with TemplateNotFound).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
+from api.opensandbox import ANNOTATION_ALLOC_STATUS
+from services.claim.core.batch.plan import BatchObservation, observe_batch, plan_batch
 from services.claim.core.metrics import CLAIM_METRICS
 from services.claim.core.observation import ClaimObservation, ClaimSettings, observe_claim
 from services.claim.core.plan import plan_claim
@@ -33,7 +38,15 @@ from services.runtime.reconcile.worker import Observed, WorkerDefinition
 __all__ = ["WATCHED_KINDS", "WORKER_NAME", "ClaimReconciler", "ClaimWakes", "claim_worker"]
 
 WORKER_NAME = "claim"
-WATCHED_KINDS = ("SandboxClaim", "Sandbox", "SandboxWarmPool", "SandboxTemplate")
+WATCHED_KINDS = (
+    "SandboxClaim",
+    "Sandbox",
+    "SandboxWarmPool",
+    "SandboxTemplate",
+    "BatchSandbox",
+    "Pod",
+    "Pool",
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,45 @@ class QueueReconciler:
         return plan_queue(inputs, now)
 
 
+@dataclass(frozen=True)
+class BatchReconciler:
+    """OpenSandbox's BatchSandbox: its Pods (template mode), its endpoints and status."""
+
+    kind: str = field(default="BatchSandbox", init=False)
+    expects: ClassVar[bool] = True
+
+    def observe(self, key: ObjectKey, observed: Observed) -> BatchObservation:
+        return observe_batch(key, observed.cache, expectations=observed.expectations)
+
+    def plan(self, inputs: BatchObservation, now: datetime) -> Plan:
+        return plan_batch(inputs, now)
+
+
+def _batch_wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
+    """A BatchSandbox is woken by itself, by the Pods it controls or the Pool gave it (their
+    IPs and readiness are its status), and by its Pool (capacity, or a Pool for ``"*"``)."""
+    key = key_of(obj, kind)
+    if kind == "BatchSandbox":
+        yield key
+        return
+    if kind == "Pool":
+        for sandbox in cache.objects("BatchSandbox", key.namespace):
+            if (sandbox.get("spec") or {}).get("poolRef") in (key.name, "*"):
+                yield key_of(sandbox, "BatchSandbox")
+        return
+    owner = controller_of(obj)  # a Pod
+    if owner is None:
+        return
+    if owner.get("kind") == "BatchSandbox":
+        yield ObjectKey("BatchSandbox", key.namespace, str(owner.get("name") or ""))
+    elif owner.get("kind") == "Pool":
+        quoted = json.dumps(key.name)
+        for sandbox in cache.objects("BatchSandbox", key.namespace):
+            annotations = metadata_of(sandbox).get("annotations") or {}
+            if quoted in str(annotations.get(ANNOTATION_ALLOC_STATUS) or ""):
+                yield key_of(sandbox, "BatchSandbox")
+
+
 def _unbound(claim: Json) -> bool:
     return not ((claim.get("status") or {}).get("sandbox") or {}).get("name") and not (
         metadata_of(claim).get("deletionTimestamp")
@@ -90,6 +142,9 @@ class ClaimWakes:
     templates: set[str] = field(default_factory=set)
 
     def __call__(self, kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
+        if kind in ("BatchSandbox", "Pod", "Pool"):
+            yield from _batch_wakes(kind, obj, cache)
+            return
         key = key_of(obj, kind)
         if kind == "SandboxClaim":
             yield key
@@ -132,7 +187,11 @@ def claim_worker(
     taker = taker or WarmTaker(spread=queued_nodes)
     return WorkerDefinition(
         name=WORKER_NAME,
-        reconcilers=(ClaimReconciler(settings or ClaimSettings()), QueueReconciler()),
+        reconcilers=(
+            ClaimReconciler(settings or ClaimSettings()),
+            QueueReconciler(),
+            BatchReconciler(),
+        ),
         watched_kinds=WATCHED_KINDS,
         wakes=ClaimWakes(),
         executors=taker.executors(),

@@ -1,0 +1,614 @@
+"""``plan_batch``: one pass of an OpenSandbox BatchSandbox (spec/opensandbox.md §3), in upstream's
+order: expiry, auto-assign, deletion, the Pods (created here in template mode; given by the
+Pool in pooled mode), then the endpoints annotation and the status.
+
+Template mode: Pod ``i`` is ``<name>-<i>``, made from ``spec.template`` with ``shardPatches[i]``
+applied as a strategic merge patch of the Pod (containers merge by name), labelled with its
+index and the sandbox's name, and controlled by the sandbox. A Pod's index is its ``pod-index``
+label, else the decimal suffix of its name after the last ``-``. A missing index is created
+again (a deleted Pod comes back under its name once the old one is gone); there is no
+scale-in, as upstream. Where this differs from upstream, on purpose:
+
+- A Pod whose index cannot be read (upstream's parse error fails the whole pass) is listed
+  after the others and holds no index.
+- The runtime's expectations are read per name: an index whose create has not shown on the bus
+  yet is not created again, the other missing ones are (upstream waits for all of them), and a
+  create whose answer never came is issued again (it makes the Pod or answers AlreadyExists).
+- A name held by a Pod the sandbox does not control (a former incarnation's, still
+  terminating, or someone else's) is not created over; upstream's create fails with
+  AlreadyExists on every pass. The plan waits for a terminating one and reports any other as
+  an error.
+- A shard patch that cannot be applied, or a missing ``spec.template``, is a plan error with
+  the reason, and the status is still written.
+- An expired sandbox's pass ends with its Delete (upstream carries on with its in-memory copy);
+  the deletion's event brings the next pass.
+
+Pooled mode: the Pool gives the Pods and writes ``alloc-status``; this side reads it (its Pods
+in that order, without those ``alloc-release`` asks back). Beyond upstream it reports, as
+conditions, what upstream leaves silent (spec §9.7, §9.14, §9.4, §2.12):
+
+- ``PoolCapacityExhausted`` while the sandbox is short, its Pool is at poolMax and has fewer
+  free Pods than it lacks; cleared when the Pods come. Short counts as sandbus's Pool does: a
+  Pod of ``alloc-status`` counts while it exists or was released (a released Pod is not
+  replaced), one that vanished without a release does not;
+- ``PoolAssignFailed`` when ``poolRef: "*"`` finds no Pool (upstream returns an error);
+- ``AllocationRefused`` for a malformed allocation annotation or a release of a Pod the
+  sandbox does not hold. A malformed ``alloc-status`` leaves the Pods unknown: the endpoints
+  annotation and the status's counters, phase and conditions stay as they are (upstream's pass
+  fails there and writes nothing), the condition is added.
+
+A sandbox being deleted whose Pool is gone drops the ``pool-allocation`` finalizer itself,
+since no Pool will (§9.28); one whose Pool exists leaves it to the Pool.
+
+Status: counters, phase and conditions by the rules of §3.7 (one Ready Pod makes it
+``Succeed``; ``Failed`` is sticky; conditions exist only while True; a condition's
+``lastTransitionTime`` moves only when its reason or message does), written as a merge patch
+of the whole status, only when it changes, with the sandbox's version as precondition. The
+first write waits for a Pod unless there is a condition of ours to report; the endpoints
+annotation's first write waits until it is not ``[]``. The task counters and the pause fields
+are carried over as they are, Pausing and Paused keep their phase, and Resuming is not told
+from the steady state (tasks and pause/resume are not built here).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+import msgspec
+
+from api.opensandbox import (
+    ANNOTATION_ALLOC_RELEASE,
+    ANNOTATION_ALLOC_RELEASED,
+    ANNOTATION_ALLOC_STATUS,
+    ANNOTATION_ENDPOINTS,
+    FINALIZER_POOL_ALLOCATION,
+    GROUP,
+    LABEL_BATCH_SANDBOX_NAME,
+    LABEL_POD_INDEX,
+    VERSION,
+)
+from api.patching.errors import PatchError
+from api.patching.strategic import strategic_merge_patch
+from services.claim.core.batch.assign import PoolAssigned, choose_pool, wants_auto_assign
+from services.runtime.cache import Json, ObjectCache, ObjectKey, labels_of, metadata_of
+from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan
+from services.runtime.reconcile.expectations import Expectations
+from services.runtime.times import parse_time, rfc3339_nano
+
+__all__ = ["BatchObservation", "observe_batch", "plan_batch", "pod_index"]
+
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+FAILURE_REASONS: Final = frozenset(
+    {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError"}
+)
+ASSIGN_RETRY: Final = 30.0
+"""Seconds between looks for a Pool that fits a ``poolRef: "*"`` (a Pool's change comes first)."""
+EXPECTATIONS_RECHECK: Final = 30.0
+"""Seconds between looks while creates of ours have not shown (the bus wakes us sooner)."""
+TAKEN_RECHECK: Final = 5.0
+"""Seconds between looks while a terminating Pod of another holds one of our names."""
+
+_PHASE_CONDITIONS: Final[Mapping[str, tuple[str, str, str]]] = {
+    "Pending": ("Progressing", "Creating", "Sandbox is being created"),
+    "Succeed": ("Ready", "PodsReady", "Sandbox is running"),
+    "Pausing": ("Progressing", "PauseInProgress", "Pausing sandbox"),
+    "Paused": ("Paused", "Paused", "Sandbox is paused"),
+    "Resuming": ("Progressing", "ResumeInProgress", "Resuming sandbox"),
+}
+_KEPT_CONDITIONS: Final = ("PauseFailed", "ResumeFailed")
+"""Conditions of the pause/resume flow, which this pass keeps as they are."""
+_OUR_CONDITIONS: Final = frozenset(
+    {"PoolCapacityExhausted", "PoolAssignFailed", "AllocationRefused"}
+)
+"""Conditions upstream does not write: each pass reports them afresh."""
+_TASK_COUNTERS: Final = ("taskRunning", "taskSucceed", "taskFailed", "taskUnknown", "taskPending")
+
+
+class BatchObservation(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    sandbox: Json | None
+    pods: tuple[Json, ...] = ()
+    """Template mode: the Pods it controls. Pooled: the Pods its ``alloc-status`` names."""
+    taken: tuple[Json, ...] = ()
+    """Template mode: Pods it does not control that bear the name of one of its missing
+    indices (a former incarnation's, or someone else's)."""
+    pool: Json | None = None
+    """The Pool its ``poolRef`` names."""
+    pools: tuple[Json, ...] = ()
+    """Every Pool of the namespace, when ``poolRef`` is ``"*"``."""
+    expectations: Expectations | None = None
+
+
+def _pool_ref(sandbox: Mapping[str, Any]) -> str:
+    return str((sandbox.get("spec") or {}).get("poolRef") or "")
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(metadata_of(obj).get("name") or "")
+
+
+def _pod_list(annotations: Mapping[str, Any], key: str) -> list[str]:
+    """The names an allocation annotation lists (absent: none); raises ValueError when it is
+    malformed, by the same rule as the Pool's ledger."""
+    text = annotations.get(key)
+    if text is None or text == "":
+        return []
+    try:
+        data = json.loads(str(text))
+    except ValueError as error:
+        raise ValueError(f"annotation {key} is not JSON: {error}") from error
+    pods = data.get("pods") if isinstance(data, dict) else None
+    if pods is None and isinstance(data, dict):
+        return []
+    if not isinstance(pods, list) or not all(isinstance(p, str) and p for p in pods):
+        raise ValueError(f'annotation {key} is not {{"pods": [names...]}}: {text}')
+    return list(pods)
+
+
+def _replicas(sandbox: Mapping[str, Any]) -> int:
+    value = (sandbox.get("spec") or {}).get("replicas")
+    return value if isinstance(value, int) and value >= 0 else 1
+
+
+def pod_index(pod: Mapping[str, Any]) -> int | None:
+    """The replica index of a template-mode Pod (upstream's ``parseIndex``): its ``pod-index``
+    label when it has one, else the decimal suffix of its name after the last ``-``; None when
+    that is not a number."""
+    label = labels_of(pod).get(LABEL_POD_INDEX)
+    text = str(label) if label else _name(pod).rsplit("-", 1)[-1]
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def observe_batch(
+    key: ObjectKey, cache: ObjectCache, *, expectations: Expectations | None = None
+) -> BatchObservation:
+    sandbox = cache.get(key)
+    if sandbox is None:
+        return BatchObservation(namespace=key.namespace, name=key.name, sandbox=None)
+    ref = _pool_ref(sandbox)
+    pods: tuple[Json, ...]
+    taken: list[Json] = []
+    if ref:
+        annotations = metadata_of(sandbox).get("annotations") or {}
+        try:
+            names = _pod_list(annotations, ANNOTATION_ALLOC_STATUS)
+        except ValueError:
+            names = []
+        found = (cache.get(ObjectKey("Pod", key.namespace, name)) for name in names)
+        pods = tuple(pod for pod in found if pod is not None)
+    else:
+        uid = str(metadata_of(sandbox).get("uid") or "")
+        pods = tuple(cache.owned_by("Pod", uid)) if uid else ()
+        held = {pod_index(pod) for pod in pods}
+        for index in range(_replicas(sandbox)):
+            if index not in held:
+                other = cache.get(ObjectKey("Pod", key.namespace, f"{key.name}-{index}"))
+                if other is not None:
+                    taken.append(other)
+    pool = cache.get(ObjectKey("Pool", key.namespace, ref)) if ref and ref != "*" else None
+    pools = tuple(cache.objects("Pool", key.namespace)) if ref == "*" else ()
+    return BatchObservation(
+        namespace=key.namespace,
+        name=key.name,
+        sandbox=sandbox,
+        pods=pods,
+        taken=tuple(taken),
+        pool=pool,
+        pools=pools,
+        expectations=expectations,
+    )
+
+
+@dataclass
+class _Pass:
+    obs: BatchObservation
+    sandbox: Json
+    now: datetime
+    actions: list[Action] = field(default_factory=list)
+    problems: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Our own conditions to report: type → (reason, message)."""
+    notes: list[str] = field(default_factory=list)
+    requeue: float | None = None
+    errors: list[str] = field(default_factory=list)
+    blind: bool = False
+    """``alloc-status`` is malformed: which Pods the sandbox holds is unknown."""
+    given: int = 0
+    """Pooled: how many Pods the Pool has given that still count against ``replicas``."""
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey("BatchSandbox", self.obs.namespace, self.obs.name)
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        return metadata_of(self.sandbox)
+
+    def later(self, seconds: float) -> None:
+        seconds = max(seconds, 0.0)
+        self.requeue = seconds if self.requeue is None else min(self.requeue, seconds)
+
+
+def plan_batch(obs: BatchObservation, now: datetime) -> Plan:
+    sandbox = obs.sandbox
+    if sandbox is None:
+        return Plan(reason="gone")
+    run = _Pass(obs, sandbox, now)
+    meta = run.meta
+    deleting = bool(meta.get("deletionTimestamp"))
+    expire = parse_time((sandbox.get("spec") or {}).get("expireTime"))
+    if expire is not None and not deleting:
+        if expire < now:
+            run.actions.append(
+                Delete(run.key, uid=str(meta.get("uid") or "") or None, why="its expireTime passed")
+            )
+            return Plan(actions=tuple(run.actions), reason=f"expired at {rfc3339_nano(expire)}")
+        run.later((expire - now).total_seconds())
+    if wants_auto_assign(sandbox) and not deleting:
+        assigned = choose_pool(sandbox, obs.pools)
+        if isinstance(assigned, PoolAssigned):
+            patch = {
+                "metadata": {"resourceVersion": str(meta.get("resourceVersion") or "")},
+                "spec": {"poolRef": assigned.pool},
+            }
+            run.actions.append(
+                Patch(run.key, patch, why=f"auto-assign: {assigned.pool}", on_conflict="refresh")
+            )
+            return Plan(actions=tuple(run.actions), reason=f"assigned to Pool {assigned.pool}")
+        run.problems["PoolAssignFailed"] = (assigned.reason, assigned.message)
+        run.later(ASSIGN_RETRY)
+    if deleting:
+        return _deleting(run)
+    pods = _sorted_pods(run)
+    if not _pool_ref(sandbox) and (sandbox.get("status") or {}).get("phase") != "Paused":
+        _create_missing(run, pods)
+    _endpoints(run, pods)
+    _status(run, pods)
+    return Plan(
+        actions=tuple(run.actions),
+        reason=_reason(run, pods),
+        requeue_after=run.requeue,
+        error="; ".join(run.errors) or None,
+    )
+
+
+def _reason(run: _Pass, pods: Sequence[Json]) -> str:
+    held = "unknown" if run.blind else str(len(pods))
+    parts = [f"{held} of {_replicas(run.sandbox)} Pods", *run.notes]
+    parts += [f"{kind}: {message}" for kind, (_, message) in sorted(run.problems.items())]
+    return "; ".join(parts)
+
+
+def _deleting(run: _Pass) -> Plan:
+    """Pooled: the Pool releases the Pods and drops its finalizer; if the Pool is gone, no one
+    will, so this side does. Template mode: the garbage collector takes the Pods."""
+    finalizers = list(run.meta.get("finalizers") or ())
+    ref = _pool_ref(run.sandbox)
+    if ref and run.obs.pool is None and FINALIZER_POOL_ALLOCATION in finalizers:
+        finalizers.remove(FINALIZER_POOL_ALLOCATION)
+        patch = {
+            "metadata": {
+                "finalizers": finalizers,
+                "resourceVersion": str(run.meta.get("resourceVersion") or ""),
+            }
+        }
+        run.actions.append(
+            Patch(
+                run.key,
+                patch,
+                why=f"its Pool {ref} is gone: nothing else will release it",
+                on_conflict="refresh",
+            )
+        )
+    return Plan(actions=tuple(run.actions), reason="being deleted")
+
+
+# -- the Pods ---------------------------------------------------------------------------------
+
+
+def _sorted_pods(run: _Pass) -> list[Json]:
+    """The sandbox's Pods in index order: pooled, their place in ``alloc-status`` (without
+    those asked back by ``alloc-release``); template mode, their index, then name."""
+    pods = list(run.obs.pods)
+    if not _pool_ref(run.sandbox):
+
+        def order(pod: Json) -> tuple[bool, int, str]:
+            index = pod_index(pod)
+            return (index is None, index or 0, _name(pod))
+
+        return sorted(pods, key=order)
+    annotations = run.meta.get("annotations") or {}
+    try:
+        listed = _pod_list(annotations, ANNOTATION_ALLOC_STATUS)
+    except ValueError as error:
+        run.problems["AllocationRefused"] = ("MalformedAnnotation", str(error))
+        run.blind = True
+        return []
+    others: dict[str, set[str]] = {}
+    for key in (ANNOTATION_ALLOC_RELEASE, ANNOTATION_ALLOC_RELEASED):
+        try:
+            others[key] = set(_pod_list(annotations, key))
+        except ValueError as error:
+            run.problems.setdefault("AllocationRefused", ("MalformedAnnotation", str(error)))
+            others[key] = set()
+    asked_back = others[ANNOTATION_ALLOC_RELEASE]
+    foreign = sorted(asked_back - set(listed))
+    if foreign:
+        run.problems.setdefault(
+            "AllocationRefused",
+            (
+                "ReleaseOfForeignPod",
+                f"alloc-release names Pods this sandbox does not hold: {', '.join(foreign)}",
+            ),
+        )
+    existing = {_name(p) for p in pods}
+    counted = existing | asked_back | others[ANNOTATION_ALLOC_RELEASED]
+    run.given = len({name for name in listed if name in counted})
+    place = {name: i for i, name in reversed(list(enumerate(listed)))}
+    kept = [p for p in pods if _name(p) not in asked_back]
+    return sorted(kept, key=lambda p: place.get(_name(p), len(place)))
+
+
+def _create_missing(run: _Pass, pods: Sequence[Json]) -> None:
+    name = run.obs.name
+    have = {pod_index(p) for p in pods}
+    missing = [i for i in range(_replicas(run.sandbox)) if i not in have]
+    expected = run.obs.expectations
+    if expected:
+        run.later(EXPECTATIONS_RECHECK)  # the bus showing them wakes us sooner
+    if not missing:
+        return
+    if expected is not None and expected.pending("Pod") > len(expected.pending_names("Pod")):
+        run.notes.append("waiting to see a create of ours without a name")
+        return
+    pending = expected.pending_names("Pod") - expected.unanswered("Pod") if expected else set()
+    taken = {_name(p): p for p in run.obs.taken}
+    spec = run.sandbox.get("spec") or {}
+    template = spec.get("template")
+    patches = spec.get("shardPatches") or []
+    waiting: list[str] = []
+    for index in missing:
+        pod_name = f"{name}-{index}"
+        if pod_name in pending:
+            waiting.append(pod_name)
+            continue
+        other = taken.get(pod_name)
+        if other is not None:
+            if metadata_of(other).get("deletionTimestamp"):
+                run.notes.append(f"waiting for the old Pod {pod_name} to go")
+                run.later(TAKEN_RECHECK)
+            else:
+                run.errors.append(
+                    f"Pod {pod_name} exists and is not this BatchSandbox's: "
+                    f"replica {index} cannot be made"
+                )
+            continue
+        if not isinstance(template, dict) or not template:
+            run.errors.append(
+                "spec.template is missing: nothing to make its Pods from "
+                "(set spec.template, or spec.poolRef to get them from a Pool)"
+            )
+            return
+        patch = patches[index] if isinstance(patches, list) and index < len(patches) else None
+        try:
+            body = _pod(run, template, index, patch)
+        except PatchError as error:
+            run.errors.append(f"shardPatches[{index}] cannot be applied: {error.message}")
+            return
+        run.actions.append(Create(body, why=f"replica {index}"))
+    if waiting:
+        run.notes.append(f"waiting to see our creates of {', '.join(waiting)}")
+
+
+def _pod(run: _Pass, template: Mapping[str, Any], index: int, patch: Any) -> Json:
+    """Pod ``index`` from the template, its shard patch applied; raises PatchError."""
+    metadata = template.get("metadata")
+    pod: Json = copy.deepcopy(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata if isinstance(metadata, dict) else {},
+            "spec": template.get("spec") or {},
+        }
+    )
+    if patch is not None:
+        pod = strategic_merge_patch(pod, patch)
+    meta = pod.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or not isinstance(labels, dict | None):
+        raise PatchError(400, "BadRequest", "the patched Pod's metadata or labels is no object")
+    name = run.obs.name
+    meta = dict(meta)
+    meta.update(
+        name=f"{name}-{index}",
+        namespace=run.obs.namespace,
+        labels={**(labels or {}), LABEL_POD_INDEX: str(index), LABEL_BATCH_SANDBOX_NAME: name},
+        ownerReferences=[
+            {
+                "apiVersion": API_VERSION,
+                "kind": "BatchSandbox",
+                "name": name,
+                "uid": str(run.meta.get("uid") or ""),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    )
+    meta.pop("generateName", None)
+    return {**pod, "metadata": meta}
+
+
+# -- endpoints and status ---------------------------------------------------------------------
+
+
+def _ip(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("podIP") or "")
+
+
+def _endpoints(run: _Pass, pods: Sequence[Json]) -> None:
+    if run.blind:
+        return
+    value = json.dumps([_ip(p) for p in pods], separators=(",", ":"))
+    annotations = run.meta.get("annotations") or {}
+    current = annotations.get(ANNOTATION_ENDPOINTS)
+    if current == value or (current is None and value == "[]"):
+        return
+    run.actions.append(
+        Patch(
+            run.key,
+            {"metadata": {"annotations": {ANNOTATION_ENDPOINTS: value}}},
+            why="report the Pods' IPs in index order",
+        )
+    )
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    if metadata_of(pod).get("deletionTimestamp"):
+        return False
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+
+
+def _failure(pod: Mapping[str, Any]) -> str | None:
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    for container in (pod.get("status") or {}).get("containerStatuses") or ():
+        reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason in FAILURE_REASONS:
+            return str(reason)
+    return None
+
+
+def _capacity(run: _Pass) -> None:
+    """``PoolCapacityExhausted`` while short at poolMax with too few free Pods (module doc)."""
+    pool = run.obs.pool
+    if pool is None or run.blind:
+        return
+    short = _replicas(run.sandbox) - run.given
+    pool_max = ((pool.get("spec") or {}).get("capacitySpec") or {}).get("poolMax")
+    status = pool.get("status") or {}
+    total, available = int(status.get("total") or 0), int(status.get("available") or 0)
+    if short > 0 and isinstance(pool_max, int) and total >= pool_max and available < short:
+        run.problems["PoolCapacityExhausted"] = (
+            "PoolAtMax",
+            f"Pool {_pool_ref(run.sandbox)} is at poolMax ({pool_max}) with {available} free "
+            f"Pods; waiting for {short} more",
+        )
+
+
+def _phase(
+    current: Mapping[str, Any], pods: Sequence[Json], ready: int
+) -> tuple[str, dict[str, tuple[str, str]]]:
+    """The phase and the conditions it brings, by §3.7 (steady state)."""
+    phase = str(current.get("phase") or "")
+    wanted: dict[str, tuple[str, str]] = {}
+    failures = [(p, reason) for p in pods if (reason := _failure(p)) is not None]
+    if phase in ("Pausing", "Paused"):
+        pass
+    elif failures or phase == "Failed":
+        phase = "Failed"
+        if failures:
+            reason = Counter(r for _, r in failures).most_common(1)[0][0]
+            message = (
+                f"{len(failures)}/{len(pods)} observed pods failed; primary reason={reason}; "
+                f"sample pod={_name(failures[0][0])}"
+            )
+            wanted["PodFailed"] = (reason, message)
+    else:
+        phase = "Succeed" if ready > 0 else "Pending"
+    if phase in _PHASE_CONDITIONS:
+        kind, reason, message = _PHASE_CONDITIONS[phase]
+        wanted[kind] = (reason, message)
+    return phase, wanted
+
+
+def _status(run: _Pass, pods: Sequence[Json]) -> None:
+    sandbox = run.sandbox
+    current: Json = dict(sandbox.get("status") or {})
+    wanted: dict[str, tuple[str, str]]
+    conditions = {c.get("type"): c for c in current.get("conditions") or () if c.get("type")}
+    _capacity(run)
+    if run.blind and current.get("phase"):
+        # Which Pods it holds is unknown: keep what was reported, add the condition.
+        phase = str(current["phase"])
+        counts = {k: int(current.get(k) or 0) for k in ("replicas", "allocated", "ready")}
+        wanted = {
+            str(kind): (str(c.get("reason") or ""), str(c.get("message") or ""))
+            for kind, c in conditions.items()
+            if kind not in _OUR_CONDITIONS
+        }
+    else:
+        ready = sum(1 for p in pods if _ready(p))
+        phase, wanted = _phase(current, pods, ready)
+        counts = {
+            "replicas": len(pods),
+            "allocated": sum(1 for p in pods if (p.get("spec") or {}).get("nodeName") or _ip(p)),
+            "ready": ready,
+        }
+    wanted.update(run.problems)
+    stamp = rfc3339_nano(run.now)
+    written: list[Json] = []
+    for kind, (reason, message) in sorted(wanted.items()):
+        before = conditions.get(kind)
+        same = (
+            before is not None
+            and before.get("status") == "True"
+            and before.get("reason") == reason
+            and before.get("message") == message
+        )
+        written.append(
+            before
+            if same and before is not None
+            else {
+                "type": kind,
+                "status": "True",
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": stamp,
+            }
+        )
+    written += [conditions[k] for k in _KEPT_CONDITIONS if k in conditions and k not in wanted]
+    desired: Json = {}
+    generation = run.meta.get("generation")
+    if isinstance(generation, int):
+        desired["observedGeneration"] = generation
+    desired.update(counts)
+    desired.update({k: int(current.get(k) or 0) for k in _TASK_COUNTERS})
+    desired.update(phase=phase, conditions=written)
+    for name in ("pauseObservedGeneration", "taskLastErrorMessage"):
+        if name in current:
+            desired[name] = current[name]
+    if not current.get("phase") and not pods and not run.problems and _replicas(sandbox) > 0:
+        return  # upstream's first status waits for a Pod
+    if _comparable(current) == _comparable(desired):
+        return
+    run.actions.append(
+        Patch(
+            run.key,
+            {"status": desired},
+            subresource="status",
+            why="report its Pods, phase and conditions",
+            on_conflict="refresh",
+            conditional=True,
+        )
+    )
+
+
+def _comparable(status: Mapping[str, Any]) -> Json:
+    conditions = sorted(
+        (
+            (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+            for c in status.get("conditions") or ()
+        ),
+        key=str,
+    )
+    return {**{k: v for k, v in status.items() if k != "conditions"}, "conditions": conditions}
