@@ -1,5 +1,5 @@
 """The pool worker as the reconciler runtime sees it: what it follows, what wakes what, and its
-two reconcilers.
+three reconcilers.
 
 ``SandboxWarmPool`` keys are reconciled by :func:`~services.pool.core.plan.plan_pool` (fill,
 replenish, rollout, stuck GC, scale-down), with the runtime's expectations of its creates and
@@ -8,6 +8,14 @@ across a restart or a failover, because the expectations live on the bus.
 
 ``Sandbox`` keys are reconciled by :func:`~services.pool.core.members.plan_member`: the warm
 queues' producer side, each member's entry enqueued or purged.
+
+OpenSandbox ``Pool`` keys are reconciled by
+:func:`~services.pool.core.opensandbox.plan.plan_open_pool`: the Pool's Pods and their
+allocation to BatchSandboxes, with the allocation ledger as the Pool's memo and the
+expectations of its Pod creates. A Pool is woken by its own changes, by those of the Pods it
+controls and by those of the BatchSandboxes whose ``poolRef`` names it (before and after the
+change, so a sandbox that leaves a Pool wakes it too; ``poolRef: "*"`` names no Pool yet). Its
+wakes are coalesced like a SandboxWarmPool's: a pass reads every Pod and sandbox of the Pool.
 
 Following upstream's watches (spec/agent-sandbox.md §4.1): a pool's change wakes it; a
 Sandbox's change wakes the pool that controls it, the pool whose label it carries (an orphan
@@ -19,15 +27,24 @@ A pool's wakes are coalesced over :data:`POOL_COALESCE`: each pass reads every m
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
 from api.agents import GROUP
 from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
+from api.opensandbox import GROUP as OPENSANDBOX_GROUP
+from api.opensandbox import POOL_REF_AUTO_ASSIGN
 from services.pool.core.members import MemberMemo, MemberObservation, observe_member, plan_member
 from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings, observe_pool
+from services.pool.core.opensandbox.ledger import PoolLedger
+from services.pool.core.opensandbox.observation import (
+    OpenPoolObservation,
+    observe_open_pool,
+    pool_ref,
+)
+from services.pool.core.opensandbox.plan import plan_open_pool
 from services.pool.core.plan import plan_pool
 from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of, labels_of
 from services.runtime.reconcile import Plan
@@ -38,6 +55,7 @@ __all__ = [
     "WATCHED_KINDS",
     "WORKER_NAME",
     "MemberReconciler",
+    "OpenPoolReconciler",
     "PoolReconciler",
     "pool_worker",
     "wakes",
@@ -47,7 +65,7 @@ WORKER_NAME = "pool"
 POOL_COALESCE = 0.05
 """Seconds a pool woken by an event waits, so that its members' changes (hundreds during a
 fill) are served by one pass instead of one each: a pass reads every member."""
-WATCHED_KINDS = ("SandboxWarmPool", "SandboxTemplate", "Sandbox", "Pod")
+WATCHED_KINDS = ("SandboxWarmPool", "SandboxTemplate", "Sandbox", "Pod", "Pool", "BatchSandbox")
 
 
 @dataclass(frozen=True)
@@ -83,11 +101,36 @@ class MemberReconciler:
         return plan_member(inputs, now)
 
 
+@dataclass(frozen=True)
+class OpenPoolReconciler:
+    """OpenSandbox's Pool: its Pods, and the allocation of them to BatchSandboxes."""
+
+    kind: str = field(default="Pool", init=False)
+    expects: ClassVar[bool] = True
+    memo_type: ClassVar[type] = PoolLedger
+
+    def observe(self, key: ObjectKey, observed: Observed) -> OpenPoolObservation:
+        return observe_open_pool(
+            key,
+            observed.cache,
+            ledger=observed.memo,
+            expectations=observed.expectations,
+            last_error=observed.last_error,
+        )
+
+    def plan(self, inputs: OpenPoolObservation, now: datetime) -> Plan:
+        return plan_open_pool(inputs, now)
+
+
 def _controlling_pool(obj: Json, namespace: str) -> ObjectKey | None:
     owner = controller_of(obj)
     if owner is None or owner.get("kind") != "SandboxWarmPool":
         return None
     return ObjectKey("SandboxWarmPool", namespace, str(owner.get("name") or ""))
+
+
+def _group(reference: Mapping[str, object]) -> str:
+    return str(reference.get("apiVersion") or "").split("/")[0]
 
 
 def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
@@ -110,11 +153,19 @@ def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
                 pool_key = key_of(candidate, "SandboxWarmPool")
                 if name_hash(pool_key.name) == labelled and pool_key != owner:
                     yield pool_key
+    elif kind in ("Pool", "BatchSandbox"):
+        ref = key.name if kind == "Pool" else pool_ref(obj)
+        if ref and ref != POOL_REF_AUTO_ASSIGN:
+            yield ObjectKey("Pool", key.namespace, ref)
     elif kind == "Pod":
         sandbox_ref = controller_of(obj)
+        if sandbox_ref is not None and _group(sandbox_ref) == OPENSANDBOX_GROUP:
+            if sandbox_ref.get("kind") == "Pool":
+                yield ObjectKey("Pool", key.namespace, str(sandbox_ref.get("name") or ""))
+            return
         if sandbox_ref is None or sandbox_ref.get("kind") != "Sandbox":
             return
-        if str(sandbox_ref.get("apiVersion") or "").split("/")[0] != GROUP:
+        if _group(sandbox_ref) != GROUP:
             return
         name = str(sandbox_ref.get("name") or "")
         sandbox = cache.get(ObjectKey("Sandbox", key.namespace, name))
@@ -126,10 +177,14 @@ def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
 def pool_worker(settings: PoolSettings | None = None) -> WorkerDefinition:
     return WorkerDefinition(
         name=WORKER_NAME,
-        reconcilers=(PoolReconciler(settings or PoolSettings()), MemberReconciler()),
+        reconcilers=(
+            PoolReconciler(settings or PoolSettings()),
+            MemberReconciler(),
+            OpenPoolReconciler(),
+        ),
         watched_kinds=WATCHED_KINDS,
         wakes=wakes,
         label_indexes=(("Sandbox", LABEL_WARM_POOL_SANDBOX),),
         executors=WARM_EXECUTORS,
-        coalesce={"SandboxWarmPool": POOL_COALESCE},
+        coalesce={"SandboxWarmPool": POOL_COALESCE, "Pool": POOL_COALESCE},
     )

@@ -7,7 +7,7 @@ import pytest
 
 from services.pool.core.observation import PoolSettings
 from services.pool.service import definition, settings_from
-from services.pool.worker import PoolReconciler
+from services.pool.worker import MemberReconciler, OpenPoolReconciler, PoolReconciler
 from services.runtime.reconcile.serving import lease_settings
 
 VARIABLES = (
@@ -90,8 +90,10 @@ def test_the_worker_runs_with_the_settings_of_its_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SANDBUS_POOL_READINESS_GRACE", "42")
-    (pool, _member) = definition().reconcilers
+    (pool, member, open_pool) = definition().reconcilers
     assert isinstance(pool, PoolReconciler) and pool.settings.readiness_grace == 42.0
+    assert isinstance(member, MemberReconciler)
+    assert isinstance(open_pool, OpenPoolReconciler) and open_pool.kind == "Pool"
 
 
 def test_the_shells_variables_apply_to_the_pool_worker() -> None:

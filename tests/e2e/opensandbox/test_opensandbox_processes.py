@@ -1,0 +1,285 @@
+"""End to end: OpenSandbox Pools and BatchSandboxes with the watcher, the pool worker (the Pool
+and its allocation ledger) and the claim worker (BatchSandbox) as their own processes on the
+development cluster.
+
+What must hold: the sample manifests reach their documented state; a sandbox that asks more of
+a Pool than its poolMax allows says so (PoolCapacityExhausted) and completes when another
+sandbox gives its Pods back; and however often the allocating process is killed, no Pod is
+ever held by two sandboxes, none is lost, and the Pool's ``allocated`` is what the sandboxes
+hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from api.opensandbox import (
+    ANNOTATION_ALLOC_RELEASED,
+    ANNOTATION_ALLOC_STATUS,
+    ANNOTATION_ENDPOINTS,
+)
+from services.runtime.cache import ObjectKey
+from services.runtime.kube import KubeApi, KubeError
+from tests.component.sandbox.conftest import NS, until
+from tests.e2e.pool.test_pool_processes import cluster_world
+from tests.e2e.services import log_tails, service
+
+pytestmark = pytest.mark.slow
+
+Json = dict[str, Any]
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "opensandbox"
+POOL_ENV = {"SANDBUS_POOL_LEASE_SECONDS": "1"}
+
+
+def example(name: str) -> Json:
+    body: Json = yaml.safe_load((EXAMPLES / name).read_text())
+    return body
+
+
+def pool_body(name: str, *, buffer: tuple[int, int], pool: tuple[int, int]) -> Json:
+    return {
+        "apiVersion": "sandbox.opensandbox.io/v1alpha1",
+        "kind": "Pool",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "main", "image": "python:3.12"}]}},
+            "capacitySpec": {
+                "bufferMin": buffer[0],
+                "bufferMax": buffer[1],
+                "poolMin": pool[0],
+                "poolMax": pool[1],
+            },
+            "scaleStrategy": {"maxUnavailable": "100%"},
+        },
+    }
+
+
+def batch_body(name: str, replicas: int, pool: str) -> Json:
+    return {
+        "apiVersion": "sandbox.opensandbox.io/v1alpha1",
+        "kind": "BatchSandbox",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicas": replicas, "poolRef": pool},
+    }
+
+
+def pods_of(sandbox: Json, key: str = ANNOTATION_ALLOC_STATUS) -> list[str]:
+    text = (sandbox["metadata"].get("annotations") or {}).get(key)
+    return list(json.loads(text)["pods"]) if text else []
+
+
+def held(sandbox: Json) -> list[str]:
+    released = set(pods_of(sandbox, ANNOTATION_ALLOC_RELEASED))
+    return [p for p in pods_of(sandbox) if p not in released]
+
+
+async def get(kube: KubeApi, kind: str, name: str) -> Json | None:
+    try:
+        return await kube.get(ObjectKey(kind, NS, name))
+    except KubeError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def conditions(sandbox: Json | None) -> dict[str, str]:
+    found = ((sandbox or {}).get("status") or {}).get("conditions") or ()
+    return {c["type"]: c.get("reason", "") for c in found if c.get("status") == "True"}
+
+
+async def sandbox_ready(kube: KubeApi, name: str, replicas: int) -> bool:
+    sandbox = await get(kube, "BatchSandbox", name)
+    status = (sandbox or {}).get("status") or {}
+    return status.get("ready") == replicas and status.get("phase") == "Succeed"
+
+
+async def one_holder_each(kube: KubeApi) -> Counter[str]:
+    """Pod → how many live sandboxes hold it (alloc-status minus alloc-released); asserts none
+    holds a Pod twice and no Pod is held by two."""
+    counts: Counter[str] = Counter()
+    for sandbox in await kube.list("BatchSandbox", NS):
+        mine = held(sandbox)
+        assert len(mine) == len(set(mine)), sandbox["metadata"]["name"]
+        counts.update(mine)
+    twice = sorted(p for p, n in counts.items() if n > 1)
+    assert not twice, f"Pods held by two sandboxes: {twice}"
+    return counts
+
+
+@asynccontextmanager
+async def workers(url: str, kubeconfig: Path, logs: Path) -> AsyncIterator[None]:
+    async with (
+        service("watcher", url, kubeconfig, logs),
+        service("pool", url, kubeconfig, logs, env=POOL_ENV),
+        service("claim", url, kubeconfig, logs),
+    ):
+        yield
+
+
+@pytest.mark.timeout(240)
+async def test_the_sample_manifests_reach_their_documented_state(tmp_path: Path) -> None:
+    """examples/opensandbox/pool.yaml (buffer 2-6, poolMin 4, poolMax 20), a pooled sandbox of
+    10 from it, and the non-pooled web-pair with its shard patches."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    async with cluster_world(tmp_path) as (nats_server, _, kube, kubeconfig, _history):
+        try:
+            async with workers(nats_server.url, kubeconfig, logs):
+                await kube.create(example("pool.yaml"))
+
+                async def pool_status() -> Json:
+                    pool = await get(kube, "Pool", "python-pool")
+                    return (pool or {}).get("status") or {}
+
+                async def warmed() -> bool:
+                    status = await pool_status()
+                    return status.get("total", 0) >= 4 and status.get("available", 0) >= 2
+
+                await until(warmed, within=60, interval=0.2)
+                await kube.create(batch_body("batch-10", 10, "python-pool"))
+                await kube.create(example("batchsandbox-nonpooled.yaml"))
+                await until(lambda: sandbox_ready(kube, "batch-10", 10), within=60, interval=0.2)
+                await until(lambda: sandbox_ready(kube, "web-pair", 2), within=60, interval=0.2)
+
+                batch = await get(kube, "BatchSandbox", "batch-10")
+                assert batch is not None
+                assert len(pods_of(batch)) == 10
+                endpoints = json.loads(batch["metadata"]["annotations"][ANNOTATION_ENDPOINTS])
+                assert len(endpoints) == 10 and all(endpoints)
+                assert (
+                    "pool.sandbox.opensandbox.io/pool-allocation" in batch["metadata"]["finalizers"]
+                )
+                await one_holder_each(kube)
+
+                async def refilled() -> bool:
+                    status = await pool_status()
+                    return status.get("allocated") == 10 and 2 <= status.get("available", 0) <= 6
+
+                await until(refilled, within=60, interval=0.2)
+                pair = {
+                    pod["metadata"]["name"]: pod
+                    for pod in await kube.list("Pod", NS)
+                    if pod["metadata"]["name"].startswith("web-pair-")
+                }
+                assert sorted(pair) == ["web-pair-0", "web-pair-1"]
+                canary = pair["web-pair-1"]
+                assert canary["metadata"]["labels"]["variant"] == "canary"
+                (sandbox_container,) = [
+                    c for c in canary["spec"]["containers"] if c["name"] == "sandbox"
+                ]
+                assert sandbox_container["image"] == "httpd:2.4-alpine"
+                assert len(canary["spec"]["containers"]) == 2, "merged by name, not replaced"
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
+
+
+@pytest.mark.timeout(240)
+async def test_a_sandbox_beyond_pool_max_waits_with_the_reason_then_completes(
+    tmp_path: Path,
+) -> None:
+    """30 Pods asked of a Pool with poolMax 20: the second sandbox says
+    PoolCapacityExhausted while it waits, and completes once the first is deleted."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    async with cluster_world(tmp_path, nodes=3) as (nats_server, _, kube, kubeconfig, _history):
+        try:
+            async with workers(nats_server.url, kubeconfig, logs):
+                await kube.create(pool_body("capped", buffer=(2, 4), pool=(0, 20)))
+                await kube.create(batch_body("first", 15, "capped"))
+                await until(lambda: sandbox_ready(kube, "first", 15), within=60, interval=0.2)
+                await kube.create(batch_body("second", 15, "capped"))
+
+                async def exhausted() -> bool:
+                    return "PoolCapacityExhausted" in conditions(
+                        await get(kube, "BatchSandbox", "second")
+                    )
+
+                await until(exhausted, within=60, interval=0.2)
+                await kube.delete(ObjectKey("BatchSandbox", NS, "first"))
+                await until(lambda: sandbox_ready(kube, "second", 15), within=90, interval=0.2)
+                second = await get(kube, "BatchSandbox", "second")
+                assert "PoolCapacityExhausted" not in conditions(second)
+                assert await get(kube, "BatchSandbox", "first") is None, "released, then gone"
+                await one_holder_each(kube)
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
+
+
+@pytest.mark.timeout(300)
+async def test_killing_the_allocator_twenty_times_loses_no_pod_and_doubles_none(
+    tmp_path: Path,
+) -> None:
+    """Five sandboxes, arriving one every fourth kill, ask for 40 Pods while the pool worker is
+    killed with SIGKILL about every half second, 20 times, each time started again: every
+    sandbox ends with its Pods, no Pod is held twice, and the Pool's allocated equals what the
+    sandboxes hold."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rng = random.Random(11)
+    async with cluster_world(tmp_path, nodes=4) as (nats_server, _, kube, kubeconfig, _history):
+        url = nats_server.url
+        try:
+            async with (
+                service("watcher", url, kubeconfig, logs),
+                service("claim", url, kubeconfig, logs),
+                AsyncExitStack() as stack,
+            ):
+                generation = 0
+
+                async def start() -> asyncio.subprocess.Process:
+                    nonlocal generation
+                    generation += 1
+                    return await stack.enter_async_context(
+                        service(
+                            "pool",
+                            url,
+                            kubeconfig,
+                            logs,
+                            env={**POOL_ENV, "SANDBUS_IDENTITY": f"pool-{generation}"},
+                            log_name="pool",
+                        )
+                    )
+
+                allocator = await start()
+                await kube.create(pool_body("busy", buffer=(2, 6), pool=(0, 60)))
+                sizes = {f"s{i}": size for i, size in enumerate((12, 8, 9, 5, 6))}
+                arriving = list(sizes.items())
+                for kill in range(20):
+                    if kill % 4 == 0:  # the sandboxes arrive all through the kills
+                        name, size = arriving.pop(0)
+                        await kube.create(batch_body(name, size, "busy"))
+                    await asyncio.sleep(rng.uniform(0.3, 0.7))
+                    allocator.send_signal(signal.SIGKILL)
+                    await allocator.wait()
+                    allocator = await start()
+
+                async def all_ready() -> bool:
+                    ready = [await sandbox_ready(kube, n, s) for n, s in sizes.items()]
+                    return all(ready)
+
+                await until(all_ready, within=90, interval=0.2)
+                counts = await one_holder_each(kube)
+                assert sum(counts.values()) == sum(sizes.values())
+
+                async def allocated_is_held() -> bool:
+                    pool = await get(kube, "Pool", "busy")
+                    return ((pool or {}).get("status") or {}).get("allocated") == sum(
+                        sizes.values()
+                    )
+
+                await until(allocated_is_held, within=30, interval=0.2)
+                live = {p["metadata"]["name"] for p in await kube.list("Pod", NS)}
+                assert set(counts) <= live, "every held Pod exists"
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
