@@ -117,6 +117,16 @@ async def one_holder_each(kube: KubeApi) -> Counter[str]:
     return counts
 
 
+def restarts(pod: Json, container: str) -> int:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+    return sum(int(s.get("restartCount") or 0) for s in statuses if s.get("name") == container)
+
+
+async def pool_is(kube: KubeApi, name: str, **wanted: int) -> bool:
+    status = ((await get(kube, "Pool", name)) or {}).get("status") or {}
+    return all(status.get(key) == value for key, value in wanted.items())
+
+
 @asynccontextmanager
 async def workers(url: str, kubeconfig: Path, logs: Path) -> AsyncIterator[None]:
     async with (
@@ -129,8 +139,9 @@ async def workers(url: str, kubeconfig: Path, logs: Path) -> AsyncIterator[None]
 
 @pytest.mark.timeout(240)
 async def test_the_sample_manifests_reach_their_documented_state(tmp_path: Path) -> None:
-    """examples/opensandbox/pool.yaml (buffer 2-6, poolMin 4, poolMax 20), a pooled sandbox of
-    10 from it, and the non-pooled web-pair with its shard patches."""
+    """examples/opensandbox/pool.yaml (buffer 2-6, poolMin 4, poolMax 20, Restart recycle), a
+    pooled sandbox of 10 from it, and the non-pooled web-pair with its shard patches; then
+    pooled sandboxes deleted, and their Pods restarted in place and back in the Pool."""
     logs = tmp_path / "logs"
     logs.mkdir()
     async with cluster_world(tmp_path) as (nats_server, _, kube, kubeconfig, _history):
@@ -180,6 +191,40 @@ async def test_the_sample_manifests_reach_their_documented_state(tmp_path: Path)
                 ]
                 assert sandbox_container["image"] == "httpd:2.4-alpine"
                 assert len(canary["spec"]["containers"]) == 2, "merged by name, not replaced"
+
+                # The sample Pool recycles with Restart. Deleting the sandbox of 10 returns its
+                # Pods restarted in place, and the Pool then trims its buffer back into the band
+                # (oldest first: these). A sandbox of 2 returns Pods that stay in the band:
+                # restarted (not the blacklisted log shipper), not replaced.
+                await kube.delete(ObjectKey("BatchSandbox", NS, "batch-10"))
+                await until(
+                    lambda: pool_is(kube, "python-pool", allocated=0), within=60, interval=0.2
+                )
+                await until(warmed, within=60, interval=0.2)
+                await kube.create(batch_body("pair", 2, "python-pool"))
+                await until(lambda: sandbox_ready(kube, "pair", 2), within=60, interval=0.2)
+                pair_sandbox = await get(kube, "BatchSandbox", "pair")
+                assert pair_sandbox is not None
+                given = pods_of(pair_sandbox)
+                await kube.delete(ObjectKey("BatchSandbox", NS, "pair"))
+
+                async def restarted() -> bool:
+                    if await get(kube, "BatchSandbox", "pair") is not None:
+                        return False
+                    pods = {p["metadata"]["name"]: p for p in await kube.list("Pod", NS)}
+                    back = [pods.get(name) for name in given]
+                    return all(
+                        pod is not None
+                        and not pod["metadata"].get("deletionTimestamp")
+                        and restarts(pod, "sandbox") >= 1
+                        and restarts(pod, "log-shipper") == 0
+                        for pod in back
+                    )
+
+                await until(restarted, within=60, interval=0.2)
+                await until(
+                    lambda: pool_is(kube, "python-pool", allocated=0), within=60, interval=0.2
+                )
         except AssertionError as failure:
             raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
 

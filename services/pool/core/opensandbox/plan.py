@@ -13,8 +13,9 @@ yet the Pool neither creates nor deletes, and looks again by itself after
 a steady Pool writes nothing: upstream #1423).
 
 Recycling a released Pod (:func:`recycle_strategy`, :func:`recycle`): ``Delete`` deletes it and
-keeps it held until it is gone; ``Noop`` hands it back at once; ``Restart`` is not built yet
-and recycles as ``Delete`` (said in the decision). A Pod is never free while its recycle runs,
+keeps it held until it is gone; ``Noop`` hands it back at once; ``Restart`` restarts its
+containers in place through the exec subresource (:mod:`.restart`), and deletes it if that
+gives up. A Pod is never free while its recycle runs,
 the ledger survives a restart, and a recycle whose delete never happened (the worker died
 after writing the ledger) is carried out again, so a dirty Pod is never handed out again
 (upstream OpenSandbox #723). A Pod that carries the eviction label is never handed out, even
@@ -62,6 +63,7 @@ from services.pool.core.opensandbox.ledger import (
     sandbox_view,
 )
 from services.pool.core.opensandbox.observation import OpenPoolObservation
+from services.pool.core.opensandbox.restart import RestartState, decide_restart
 from services.pool.core.opensandbox.scaling import (
     Capacity,
     desired_schedulable,
@@ -75,7 +77,15 @@ from services.pool.core.opensandbox.scaling import (
     scale_up,
 )
 from services.runtime.cache import Json, ObjectKey, labels_of, metadata_of
-from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Together
+from services.runtime.reconcile.actions import (
+    Action,
+    Create,
+    Delete,
+    Exec,
+    Patch,
+    Plan,
+    Together,
+)
 from services.runtime.times import parse_time
 
 __all__ = [
@@ -89,6 +99,9 @@ __all__ = [
 
 CONTROLLER_NAME: Final = "pool-controller"
 POOL_API_VERSION: Final = f"{GROUP}/{VERSION}"
+RESTART_RECHECK: Final = 5.0
+"""Seconds before a restarting Pod is looked at again without an event of its own (its next
+retry, or a restart that does not show)."""
 EXPECTATIONS_RECHECK: Final = 30.0
 """Seconds before a pass that waits for its own creates looks again by itself: the bus wakes
 it sooner, and this bounds the wait for a create whose answer was lost (it lapses)."""
@@ -116,10 +129,14 @@ class _Pass:
     ledger: PoolLedger
     actions: list[Action] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    requeue: float | None = None
 
     @property
     def key(self) -> ObjectKey:
         return ObjectKey("Pool", self.obs.namespace, self.obs.name)
+
+    def later(self, seconds: float) -> None:
+        self.requeue = seconds if self.requeue is None else min(self.requeue, seconds)
 
 
 def plan_open_pool(obs: OpenPoolObservation, now: datetime) -> Plan:
@@ -160,10 +177,12 @@ def plan_open_pool(obs: OpenPoolObservation, now: datetime) -> Plan:
     if recreate.delete:
         run.notes.append(f"recreating {len(recreate.delete)} outdated")
     requeue = _scale(run, schedulable, supply + recreate.supply, list(recreate.kept), len(live))
+    if requeue is not None:
+        run.later(requeue)
     _status(run, live, schedulable)
     return Plan(
         actions=tuple(run.actions),
-        requeue_after=requeue,
+        requeue_after=run.requeue,
         reason="; ".join(run.notes) or "in shape",
         memo=run.ledger,
     )
@@ -183,7 +202,7 @@ def _pool_gone(obs: OpenPoolObservation, views: Sequence[SandboxView]) -> Plan:
 # -- allocation and release ------------------------------------------------------------------
 
 RecycleStrategy = Literal["Delete", "Noop", "Restart"]
-Recycled = Literal["succeeded", "delete"]
+Recycled = Literal["succeeded", "delete", "restart", "restarting"]
 
 
 def recycle_strategy(pool: Mapping[str, Any]) -> RecycleStrategy:
@@ -202,13 +221,34 @@ def recycle(strategy: RecycleStrategy, pod: Mapping[str, Any] | None) -> Recycle
     """One released Pod under ``strategy`` (upstream's ``TryRecycle``): a Pod that is gone
     (None) or terminating is recycled (``succeeded``); under ``Noop`` it goes back to the pool
     as it is (``succeeded``); under ``Delete`` it is deleted and stays held until it is gone
-    (upstream's ``Recycling`` + ``NeedDelete``); ``Restart`` is not built yet and recycles as
-    ``Delete``."""
+    (upstream's ``Recycling`` + ``NeedDelete``); under ``Restart`` its containers are restarted
+    in place (``restart``: the restart state machine of :mod:`.restart` says how far)."""
     if pod is None or metadata_of(pod).get("deletionTimestamp"):
         return "succeeded"
     if strategy == "Noop":
         return "succeeded"
-    return "delete"
+    return "restart" if strategy == "Restart" else "delete"
+
+
+def _restart(run: _Pass, pod: Mapping[str, Any], sandbox: str, why: str) -> Recycled:
+    """One step of a Restart recycle: persist the record, exec the restart command, and once
+    every recorded container runs again the Pod goes back to the pool (it is handed out when
+    it is Ready again). Restarting that gives up deletes the Pod instead."""
+    step = decide_restart(pod, run.pool, sandbox, run.now)
+    name = _name(pod)
+    if step.state is RestartState.SUCCEEDED:
+        return "succeeded"
+    if step.state is RestartState.FAILED:
+        return "delete"
+    patch = step.record_patch()
+    key = ObjectKey("Pod", run.obs.namespace, name)
+    if patch is not None:
+        run.actions.append(Patch(key, patch, why="record the restart before it is sent"))
+    for container, command in step.execs:
+        run.actions.append(Exec(key, container, command, why=f"restart in place: {why}"))
+    run.notes.append(f"restarting {name}: {step.message}")
+    run.later(RESTART_RECHECK)
+    return "restarting"
 
 
 def _give_back_why(holding: Holding, holder: SandboxView | None, pod: str) -> str | None:
@@ -256,16 +296,20 @@ def _allocate(
         if why is None:
             continue
         pod = by_name.get(pod_name)
-        if recycle(strategy, pod) == "succeeded":
+        outcome = recycle(strategy, pod)
+        if outcome == "restart" and pod is not None:
+            outcome = _restart(run, pod, holding.sandbox, why)
+        if outcome == "succeeded":
             del pods[pod_name]
             released.setdefault(holding.uid, []).append(pod_name)
             run.notes.append(f"{pod_name} back in the pool ({why}; {strategy})")
             continue
         pods[pod_name] = Holding(sandbox=holding.sandbox, uid=holding.uid, recycling=True)
-        how = "Restart is not built yet: deleted instead" if strategy == "Restart" else strategy
-        assert pod is not None  # live
-        run.actions.append(_delete(pod, f"recycle ({how}): {why}"))
-        run.notes.append(f"recycling {pod_name} ({why}; {how})")
+        if outcome == "delete":
+            assert pod is not None  # live
+            how = "its restart failed" if strategy == "Restart" else strategy
+            run.actions.append(_delete(pod, f"recycle ({how}): {why}"))
+            run.notes.append(f"recycling {pod_name} ({why}; {how})")
 
     free = [
         _name(p)

@@ -14,6 +14,7 @@ asserts our behaviour and its docstring says how and why.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,8 @@ from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ALLOC_RELEASED,
     ANNOTATION_ALLOC_STATUS,
+    ANNOTATION_RESTART_CONFIG,
+    ANNOTATION_RESTART_RECORD,
     FINALIZER_POOL_ALLOCATION,
     LABEL_EVICT,
     LABEL_POOL_NAME,
@@ -37,7 +40,7 @@ from services.pool.core.opensandbox.plan import (
     template_revision,
 )
 from services.runtime.cache import Json, metadata_of
-from services.runtime.reconcile.actions import Create, Delete, Patch, Together
+from services.runtime.reconcile.actions import Create, Delete, Exec, Patch, Plan, Together
 from services.runtime.reconcile.expectations import Expectations, Expected
 from tests.unit.pool.opensandbox.world import (
     NOW,
@@ -441,27 +444,78 @@ def test_noop_recycler(target: Json | None) -> None:
 )
 def test_recycle_factory(strategy: Json | None, want: str) -> None:
     """Upstream recycle/recycle_factory_test.go. Its Restart row with no restConfig is an error;
-    here Restart is not built yet, so there is nothing to configure, and it recycles as Delete
-    (next test)."""
+    here the exec client is the worker's, so there is nothing to configure (the next tests)."""
     body = pool()
     if strategy is not None:
         body["spec"]["recycleStrategy"] = strategy
     assert recycle_strategy(body) == want
 
 
-def test_restart_recycles_as_delete_and_says_so() -> None:
-    """§2.5: the Restart state machine is not wired in yet; a Pool that asks for it has its
-    released Pods deleted, and the action says why."""
-    planned = plan(
-        pool(recycle="Restart", buffer_min=0, buffer_max=0),
-        pod("pod1"),
+def _with_containers(body: Json, ids: Mapping[str, str]) -> Json:
+    body["status"]["containerStatuses"] = [
+        {"name": name, "containerID": cid, "ready": True, "state": {"running": {}}}
+        for name, cid in ids.items()
+    ]
+    return body
+
+
+def _restart_pass(body: Json, *, config: str | None = None) -> Plan:
+    the_pool = pool(recycle="Restart", buffer_min=0, buffer_max=2)
+    if config is not None:
+        the_pool["metadata"].setdefault("annotations", {})[ANNOTATION_RESTART_CONFIG] = config
+    return plan(
+        the_pool,
+        body,
         sandbox("sbx1", alloc_status=["pod1"], alloc_release=["pod1"]),
-        ledger=ledger_of({"pod1": "sbx1"}),
+        sandbox("sbx2", replicas=1),
+        ledger=ledger_of({"pod1": "sbx1"}, recycling=["pod1"]),
     )
+
+
+def test_restart_recycles_in_place_then_hands_the_pod_back() -> None:
+    """§2.5, the Restart recycler wired into the Pool: a released Pod's record is written
+    before the restart command is sent to every recorded container (the blacklisted one is
+    left alone); while it restarts the Pod stays held, so no other sandbox gets it, and the
+    Pool looks again soon. Once every recorded container runs under a new containerID the Pod
+    is back in the pool and goes to the sandbox waiting for one."""
+    first = _restart_pass(
+        _with_containers(pod("pod1"), {"main": "cri://a", "logs": "cri://b"}),
+        config='{"blacklist":["logs"]}',
+    )
+    kinds = [type(a).__name__ for a in first.actions if isinstance(a, Patch | Exec | Delete)]
+    assert kinds[:2] == ["Patch", "Exec"], first.actions
+    (execs,) = [[a for a in first.actions if isinstance(a, Exec)]]
+    assert [(e.container, e.command) for e in execs] == [("main", ("kill", "1"))]
+    assert first.memo.pods["pod1"].recycling, "held while it restarts"
+    assert "sbx2" not in {h.sandbox for h in first.memo.pods.values()}
+    assert first.requeue_after is not None and first.requeue_after <= 5.0
+    record = next(a for a in first.actions if isinstance(a, Patch) and a.target.name == "pod1")
+
+    restarted = _with_containers(pod("pod1"), {"main": "cri://c", "logs": "cri://b"})
+    restarted["metadata"]["annotations"] = dict(record.patch["metadata"]["annotations"])
+    second = _restart_pass(restarted, config='{"blacklist":["logs"]}')
+    assert not [a for a in second.actions if isinstance(a, Exec | Delete)]
+    assert second.memo.pods["pod1"].sandbox == "sbx2", "back in the pool, and handed out"
+
+
+def test_a_restart_that_gives_up_deletes_the_pod() -> None:
+    """Retries exhausted (upstream ``Failed`` → ``NeedDelete``): the Pod is deleted instead."""
+    stuck = _with_containers(pod("pod1"), {"main": "cri://a"})
+    stuck["metadata"]["annotations"] = {
+        ANNOTATION_RESTART_RECORD: json.dumps(
+            {
+                "id": "sbx1",
+                "startTime": "2026-07-19T15:00:00Z",
+                "containers": {"main": "cri://a"},
+                "lastRetryTime": "2026-07-19T15:00:00Z",
+                "retryCount": 3,
+            }
+        )
+    }
+    planned = _restart_pass(stuck)
     (delete,) = [a for a in planned.actions if isinstance(a, Delete)]
-    assert delete.target.name == "pod1" and delete.uid == "uid-pod1"
-    assert "Restart is not built yet" in delete.why
-    assert recycle("Restart", pod("p")) == "delete"
+    assert delete.target.name == "pod1" and "its restart failed" in delete.why
+    assert recycle("Restart", pod("p")) == "restart"
 
 
 # -- the envtest rows -------------------------------------------------------------------------
