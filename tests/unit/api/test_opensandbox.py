@@ -430,6 +430,8 @@ def test_conditions_are_a_list_map_keyed_by_type(kind: type[Resource], status_st
 
 
 def test_condition_type_enums_match_the_crd_plus_the_documented_exhaustion() -> None:
+    """Upstream's six, plus what sandbus reports where upstream is silent: the documented
+    PoolCapacityExhausted, the proposal's PoolAssignFailed, and AllocationRefused."""
     batch = schema_of(osb.BatchSandbox)
     condition = properties(batch, "BatchSandboxCondition")
     assert sorted(condition["type"]["enum"]) == sorted(
@@ -441,6 +443,8 @@ def test_condition_type_enums_match_the_crd_plus_the_documented_exhaustion() -> 
             "ResumeFailed",
             "PodFailed",
             "PoolCapacityExhausted",
+            "PoolAssignFailed",
+            "AllocationRefused",
         ]
     )
     assert sorted(condition["status"]["enum"]) == ["False", "True"]
