@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
@@ -99,6 +100,7 @@ class WarmTaker:
         ack_wait: float = 30.0,
         timeout: float = 5.0,
         spread: Callable[[WarmQueue, ObjectCache], Sequence[str]] | None = None,
+        spread_ttl: float = 0.25,
     ) -> None:
         self.ack_wait = ack_wait
         """Seconds an entry taken by a replica that died stays away before it comes back."""
@@ -106,6 +108,12 @@ class WarmTaker:
         self.spread = spread
         """The nodes of a queue to take from, in order; without it, any node, most entries
         first (the stream is asked)."""
+        self.spread_ttl = spread_ttl
+        """Seconds an order is reused for the next takes of its queue. Counting a pool's
+        members costs a pass over them, and a burst takes from one queue hundreds of times a
+        second; an order a moment old still spreads, and the queue itself decides what is
+        there to take."""
+        self._orders: dict[WarmQueue, tuple[float, Sequence[str]]] = {}
         self._ready: set[str] = set()
         self.taken = 0
         self.empty = 0
@@ -130,7 +138,7 @@ class WarmTaker:
     async def take(self, action: Take, context: ExecutionContext) -> Executed:
         if context.js is None or context.hold is None:
             raise ActionFailed("no bus to take from")
-        preferred = self.spread(action.queue, context.cache) if self.spread is not None else ()
+        preferred = self._order(action.queue, context.cache)
         msg = await self._take_spread(context.js, context.bus, action.queue, preferred)
         if msg is None:
             self.empty += 1
@@ -156,6 +164,17 @@ class WarmTaker:
         return Executed(
             note=f"took {msg.subject} ({token}; node depth {left + 1}→{left})", stale=True
         )
+
+    def _order(self, queue: WarmQueue, cache: ObjectCache) -> Sequence[str]:
+        if self.spread is None:
+            return ()
+        now = time.monotonic()
+        known = self._orders.get(queue)
+        if known is not None and now - known[0] < self.spread_ttl:
+            return known[1]
+        order = self.spread(queue, cache)
+        self._orders[queue] = (now, order)
+        return order
 
     async def _take_spread(
         self, js: JetStreamContext, bus: BusConfig, queue: WarmQueue, preferred: Sequence[str]

@@ -155,6 +155,24 @@ async def test_takes_follow_the_node_spread_order_then_any_node_left(
     assert taker.empty == 1
 
 
+async def test_a_spread_order_is_reused_for_a_moment(js: JetStreamContext) -> None:
+    """Counting a pool's members is a pass over them: the takes of a burst within the order's
+    time to live reuse it; after that it is counted again."""
+    asked: list[WarmQueue] = []
+
+    def spread(queue: WarmQueue, cache: ObjectCache) -> tuple[str, ...]:
+        asked.append(queue)
+        return ("node-a",)
+
+    await run(js, WarmTaker(), *(entry(f"a{i}", node="node-a") for i in range(3)))
+    taker = WarmTaker(spread=spread, spread_ttl=60)
+    took = [*await run(js, taker, Take(QUEUE, CLAIM)), *await run(js, taker, Take(QUEUE, CLAIM))]
+    assert len(took) == 2 and len(asked) == 1
+    fresh = WarmTaker(spread=spread, spread_ttl=0)
+    await run(js, fresh, Take(QUEUE, CLAIM))
+    assert len(asked) == 2
+
+
 async def test_without_a_spread_the_fullest_node_comes_first(js: JetStreamContext) -> None:
     await run(js, WarmTaker(), entry("a1", node="node-a"), entry("b1", node="node-b"))
     await run(js, WarmTaker(), entry("b2", node="node-b"))

@@ -279,8 +279,16 @@ def plan_batch(obs: BatchObservation, now: datetime) -> Plan:
 
 
 def _reason(run: _Pass, pods: Sequence[Json]) -> str:
+    """What ``sandbus explain`` says of the pass: how many Pods, and for a pooled sandbox which
+    ones and from where (the Pool's own decisions say why it gave them)."""
     held = "unknown" if run.blind else str(len(pods))
-    parts = [f"{held} of {_replicas(run.sandbox)} Pods", *run.notes]
+    parts = [f"{held} of {_replicas(run.sandbox)} Pods"]
+    ref = _pool_ref(run.sandbox)
+    if ref and pods and not run.blind:
+        names = [str(metadata_of(p).get("name")) for p in pods]
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        parts[0] += f" from Pool {ref}: {shown}"
+    parts += run.notes
     parts += [f"{kind}: {message}" for kind, (_, message) in sorted(run.problems.items())]
     return "; ".join(parts)
 

@@ -446,6 +446,17 @@ def test_pooled_endpoints() -> None:
     assert status_patch(result)["replicas"] == 2
 
 
+def test_the_decision_names_the_pods_and_their_pool() -> None:
+    """What ``sandbus explain BatchSandbox/NS/NAME`` shows of a pooled pass: which Pods it
+    holds, in index order, and from which Pool."""
+    the_pool = pool(total=3)
+    sandbox = batch_sandbox(pool_ref=POOL, replicas=3, alloc=["pool-a-z", "pool-a-y"])
+    pods = [pod("pool-a-y", owner=the_pool, ip="10.0.0.7"), pod("pool-a-z", owner=the_pool)]
+    assert plan(sandbox, the_pool, *pods).reason.startswith(
+        f"2 of 3 Pods from Pool {POOL}: pool-a-z, pool-a-y"
+    )
+
+
 # -- sandbus's additions: PoolCapacityExhausted ---------------------------------------------
 
 
