@@ -24,7 +24,7 @@ from typing import ClassVar
 
 from api.opensandbox import ANNOTATION_ALLOC_STATUS
 from services.claim.core.batch.plan import BatchObservation, observe_batch, plan_batch
-from services.claim.core.metrics import CLAIM_METRICS
+from services.claim.core.metrics import CLAIM_METRICS, ClaimMemo
 from services.claim.core.observation import ClaimObservation, ClaimSettings, observe_claim
 from services.claim.core.plan import plan_claim
 from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
@@ -53,6 +53,7 @@ WATCHED_KINDS = (
 class ClaimReconciler:
     settings: ClaimSettings = field(default_factory=ClaimSettings)
     kind: str = field(default="SandboxClaim", init=False)
+    memo_type: ClassVar[type] = ClaimMemo
 
     def observe(self, key: ObjectKey, observed: Observed) -> ClaimObservation:
         return observe_claim(
@@ -61,6 +62,7 @@ class ClaimReconciler:
             settings=self.settings,
             messages=observed.messages,
             last_error=observed.last_error,
+            memo=observed.memo,
         )
 
     def plan(self, inputs: ClaimObservation, now: datetime) -> Plan:

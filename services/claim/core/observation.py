@@ -16,6 +16,7 @@ from api.keys import ANNOTATION_SANDBOX_NAME, LEGACY_LABEL_SANDBOX_NAME
 from events.subjects import SubjectError, parse_warm_subject
 from events.types import DecisionMessage as SourceMessage
 from services.claim.core.metadata import DEFAULT_ALLOWED_LABEL_DOMAINS
+from services.claim.core.metrics import ClaimMemo
 from services.pool.core.blueprint import template_ref_name
 from services.runtime.cache import Json, ObjectCache, ObjectKey, labels_of, metadata_of
 
@@ -71,6 +72,7 @@ class ClaimObservation(msgspec.Struct, frozen=True, kw_only=True):
     """Held messages that are no queue entry (acked away, never adopted)."""
     settings: ClaimSettings = ClaimSettings()
     last_error: str | None = None
+    memo: ClaimMemo | None = None
 
 
 def assigned_name(claim: Json) -> tuple[str, bool]:
@@ -110,6 +112,7 @@ def observe_claim(
     settings: ClaimSettings,
     messages: tuple[SourceMessage, ...] = (),
     last_error: str | None = None,
+    memo: ClaimMemo | None = None,
 ) -> ClaimObservation:
     ns = key.namespace
     claim = cache.get(key)
@@ -155,4 +158,5 @@ def observe_claim(
         unreadable=tuple(unreadable),
         settings=settings,
         last_error=last_error,
+        memo=memo,
     )

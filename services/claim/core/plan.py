@@ -33,13 +33,13 @@ starts cold.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
 from api.keys import (
-    ANNOTATION_CLAIM_FIRST_READY_AT,
     ANNOTATION_CONTROLLER_FIRST_OBSERVED_AT,
     ANNOTATION_SANDBOX_NAME,
     LABEL_CREATED_BY,
@@ -56,9 +56,11 @@ from services.claim.core.injection import ClaimInputError, go_quote
 from services.claim.core.lifecycle import EXPIRED_MESSAGE, expires_at, shutdown_policy
 from services.claim.core.metadata import claim_pod_metadata, validate_additional_metadata
 from services.claim.core.metrics import (
+    ClaimMemo,
     controller_first_observed,
     creation_record,
     first_ready_records,
+    ready_before,
     template_name,
 )
 from services.claim.core.observation import ClaimObservation, Offer, assigned_name
@@ -192,19 +194,24 @@ class _Pass:
             actions.append(write)
         stamp = self.first_observed()
         observed_at = controller_first_observed(self.claim) or (self.now if self.stamped else None)
-        records, first_ready = first_ready_records(
-            self.key, self.claim, desired, sandbox, first_observed=observed_at, now=self.now
+        # Recorded once the status write above is accepted; the memo of the next pass that sees
+        # the claim Ready keeps them from being recorded again.
+        actions.extend(
+            first_ready_records(
+                self.key,
+                self.claim,
+                desired,
+                sandbox,
+                first_observed=observed_at,
+                memo=self.obs.memo,
+            )
         )
-        # Recorded once the status write above is accepted, then guarded by the annotation.
-        actions.extend(records)
-        if first_ready is not None:
-            stamp[ANNOTATION_CLAIM_FIRST_READY_AT] = first_ready
         if stamp:
             actions.append(
                 Patch(
                     self.key,
                     {"metadata": {"annotations": stamp}},
-                    why="stamp when the controller first saw the claim, or first saw it Ready",
+                    why="stamp when the controller first saw the claim",
                 )
             )
         actions.extend(self.after)
@@ -221,6 +228,13 @@ class _Pass:
 
 
 def plan_claim(obs: ClaimObservation, now: datetime) -> Plan:
+    plan = _plan_claim(obs, now)
+    if obs.claim is not None and ready_before(obs.claim, obs.memo):
+        return dataclasses.replace(plan, memo=ClaimMemo(was_ready=True))
+    return plan
+
+
+def _plan_claim(obs: ClaimObservation, now: datetime) -> Plan:
     key = ObjectKey("SandboxClaim", obs.namespace, obs.name)
     claim = obs.claim
     unreadable = tuple(

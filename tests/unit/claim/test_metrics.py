@@ -17,7 +17,6 @@ from api.keys import (
     ANNOTATION_CLIENT_FIRST_REQUESTED_AT,
     ANNOTATION_CONTROLLER_FIRST_OBSERVED_AT,
     ANNOTATION_WEBHOOK_FIRST_OBSERVED_AT,
-    FIRST_READY_AT_UNKNOWN,
     LABEL_CREATED_BY,
 )
 from services.claim.core.metrics import (
@@ -26,6 +25,7 @@ from services.claim.core.metrics import (
     CONTROLLER_STARTUP,
     CREATIONS,
     SANDBOX_CREATION,
+    ClaimMemo,
     launch_type,
 )
 from services.runtime.cache import Json, ObjectKey
@@ -109,12 +109,13 @@ def test_the_launch_type_label() -> None:
     assert launch_type(None) == "unknown"
 
 
-def test_first_ready_records_every_latency_once_and_stamps_the_claim() -> None:
+def test_first_ready_records_every_latency_once_and_remembers_it() -> None:
     """TestRecordCreationLatencyMetric (records on first Ready with the webhook annotation;
     controller latency from the first observation) and ..._ClaimFirstReadyAnnotation (stamps
-    the annotation): a warm adoption is Ready in its first pass, which records the webhook,
-    controller and client latencies from their moments, the Sandbox's creation latency (its
-    pool fill time), and stamps ``claim-first-ready-at``."""
+    the annotation; here, for one write fewer per claim, the memo remembers it): a warm
+    adoption is Ready in its first pass, which records the webhook, controller and client
+    latencies from their moments and the Sandbox's creation latency (its pool fill time); the
+    next pass, which sees the claim Ready, keeps ``was_ready`` in the claim's memo."""
     annotations = {
         ANNOTATION_WEBHOOK_FIRST_OBSERVED_AT: rfc3339_nano(WEBHOOK_AT),
         ANNOTATION_CLIENT_FIRST_REQUESTED_AT: rfc3339_nano(CLIENT_AT),
@@ -132,7 +133,8 @@ def test_first_ready_records_every_latency_once_and_stamps_the_claim() -> None:
     # The member was created an hour before NOW and Ready a minute before NOW.
     assert creation.labels == {"namespace": NS, **labels}
     assert creation.value == (timedelta(hours=1) - timedelta(minutes=1)).total_seconds() * 1000
-    assert first_ready_of(cluster) == rfc3339_nano(NOW)
+    assert cluster.memos[CLAIM] == ClaimMemo(was_ready=True)
+    assert first_ready_of(cluster) is None, "no claim-first-ready-at write"
 
 
 def test_without_the_webhook_or_client_annotation_only_those_are_skipped() -> None:
@@ -152,20 +154,20 @@ def test_a_claim_not_ready_records_nothing_until_its_sandbox_is_ready() -> None:
     cluster = world(claim())
     cluster.reconcile(CLAIM)
     assert len(recorded(cluster, CREATIONS)) == 1
-    assert recorded(cluster, CONTROLLER_STARTUP) == [] and first_ready_of(cluster) is None
+    assert recorded(cluster, CONTROLLER_STARTUP) == [] and cluster.memos[CLAIM] is None
     make_cold_sandbox_ready(cluster)
     cluster.reconcile(CLAIM)
     (controller,) = recorded(cluster, CONTROLLER_STARTUP)
     assert controller.labels == {"launch_type": "cold", "sandbox_template": TEMPLATE}
     assert controller.since == NOW
-    assert first_ready_of(cluster) == rfc3339_nano(NOW)
+    assert cluster.memos[CLAIM] == ClaimMemo(was_ready=True)
     assert len(recorded(cluster, CREATIONS)) == 1, "counted once"
 
 
-def test_a_stamped_claim_never_records_again() -> None:
+def test_a_claim_that_was_ready_never_records_again() -> None:
     """..._ClaimFirstReadyAnnotation (skips when set; a flap does not count twice) and
-    TestRecordCreationLatencyMetric (no re-record when the first-ready annotation exists):
-    Ready → not Ready → Ready records the latencies once."""
+    TestRecordCreationLatencyMetric (ignores already-Ready): Ready → not Ready → Ready records
+    the latencies once, the memo remembering the first Ready across the flap."""
     cluster = world(claim())
     cluster.reconcile(CLAIM)
     make_cold_sandbox_ready(cluster)
@@ -179,30 +181,29 @@ def test_a_stamped_claim_never_records_again() -> None:
     assert len(recorded(cluster, CONTROLLER_STARTUP)) == 1
 
 
-def test_a_failed_stamp_still_counted_once_and_backfilled_with_the_sentinel() -> None:
-    """TestReconcilePropagatesAnnotationPatchError and ..._ClaimFirstReadyAnnotation (patch
-    failure: the metrics are recorded; the retry backfills ``unknown`` without a second
-    count): the stamp after the Ready status write fails; the next pass finds the claim
-    Ready without the stamp and writes the sentinel, recording nothing."""
-    cluster = warm_world()
-    for _ in range(4):  # the take, then the adoption
-        flight = cluster.start(CLAIM)
-        while flight.index < len(flight.plan.actions):
-            action = flight.plan.actions[flight.index]
-            if isinstance(action, Patch) and ANNOTATION_CLAIM_FIRST_READY_AT in (
-                action.patch.get("metadata", {}).get("annotations") or {}
-            ):
-                cluster.fail_next.add(CLAIM)
-            if not cluster.step(flight):
-                break
-        if cluster.refused:
-            break
-    assert cluster.refused and "injected" in cluster.refused[-1][1]
-    assert len(recorded(cluster, CONTROLLER_STARTUP)) == 1
-    assert first_ready_of(cluster) is None
+def test_upstreams_first_ready_annotation_or_a_ready_claim_counts_as_recorded() -> None:
+    """TestRecordCreationLatencyMetric (no re-record when the first-ready annotation exists) and
+    TestReconcilePropagatesAnnotationPatchError (the retry does not count twice): a claim taken
+    over from upstream's controller with ``claim-first-ready-at``, or found Ready already (a
+    memo lost), records nothing and is remembered as Ready."""
+    stamped = claim(annotations={ANNOTATION_CLAIM_FIRST_READY_AT: "2026-07-19T15:00:00Z"})
+    cluster = warm_world(claim_obj=stamped)
     cluster.reconcile(CLAIM)
-    assert first_ready_of(cluster) == FIRST_READY_AT_UNKNOWN
-    assert len(recorded(cluster, CONTROLLER_STARTUP)) == 1, "no second count"
+    assert recorded(cluster, CONTROLLER_STARTUP) == []
+    assert cluster.memos[CLAIM] == ClaimMemo(was_ready=True)
+
+    ready = world(claim())
+    ready.reconcile(CLAIM)
+    make_cold_sandbox_ready(ready)
+    ready.reconcile(CLAIM)
+    ready.memos.clear()  # the memo is lost; the claim's status still says Ready
+    sandbox = ready.must("Sandbox", CLAIM)
+    sandbox["status"]["conditions"] = [condition(status="False", reason="PodNotReady")]
+    ready.bump(sandbox)
+    ready.reconcile(CLAIM)
+    make_cold_sandbox_ready(ready)
+    ready.reconcile(CLAIM)
+    assert len(recorded(ready, CONTROLLER_STARTUP)) == 1
 
 
 def test_a_refused_status_write_records_no_latency() -> None:
@@ -222,11 +223,11 @@ def test_a_refused_status_write_records_no_latency() -> None:
     assert len(recorded(cluster, CONTROLLER_STARTUP)) == 1
 
 
-def test_without_observability_annotations_one_claim_write_and_one_stamp() -> None:
-    """TestDisableFlagsWarmAdoptionClaimWrites: with the observability annotations off, a warm
-    adoption writes the claim's reference, its status and the first-ready stamp, and no
-    ``controller-first-observed-at`` (so no controller latency); with them on, the first
-    observation rides on the reference write."""
+def test_a_warm_adoption_writes_the_claim_twice() -> None:
+    """TestDisableFlagsWarmAdoptionClaimWrites, for our writes: a warm adoption writes the
+    claim's reference and its status, nothing else (upstream adds a first-ready stamp). With
+    the observability annotations off there is no ``controller-first-observed-at`` (so no
+    controller latency); with them on, the first observation rides on the reference write."""
     for stamps in (False, True):
         cluster = warm_world()
         cluster.settings = type(cluster.settings)(observability_annotations=stamps)
@@ -234,5 +235,5 @@ def test_without_observability_annotations_one_claim_write_and_one_stamp() -> No
         stored = cluster.must("SandboxClaim", CLAIM)["metadata"]["annotations"]
         assert (ANNOTATION_CONTROLLER_FIRST_OBSERVED_AT in stored) is stamps
         claim_writes = [a for a in cluster.writes if isinstance(a, Patch) and a.target == CLAIM_KEY]
-        assert len(claim_writes) == 3, claim_writes  # reference, status, first-ready stamp
+        assert len(claim_writes) == 2, claim_writes  # the reference, the status
         assert len(recorded(cluster, CONTROLLER_STARTUP)) == int(stamps)

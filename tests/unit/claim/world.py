@@ -385,6 +385,8 @@ class Cluster:
     events: list[Json] = field(default_factory=list)
     recorded: list[Record] = field(default_factory=list)
     """The metrics the claims' plans recorded, in order."""
+    memos: dict[str, Any] = field(default_factory=dict)
+    """Each claim's memo, as the worker keeps it: written when its plan is made."""
     writes: list[Action] = field(default_factory=list)
     refused: list[tuple[Action, str]] = field(default_factory=list)
     fail_next: set[str] = field(default_factory=set)
@@ -484,12 +486,17 @@ class Cluster:
             for held in self.held.get(name, [])
         )
         return observe_claim(
-            ObjectKey("SandboxClaim", NS, name), cache, settings=self.settings, messages=messages
+            ObjectKey("SandboxClaim", NS, name),
+            cache,
+            settings=self.settings,
+            messages=messages,
+            memo=self.memos.get(name),
         )
 
     def start(self, name: str) -> Flight:
         obs = self.observe(name)
         plan = plan_claim(obs, self.now)
+        self.memos[name] = plan.memo
         known = {
             key_of(obj): str(metadata_of(obj).get("resourceVersion") or "")
             for obj in self.objects.values()
