@@ -131,6 +131,7 @@ class SandboxView:
     resource_version: str
     problem: str | None = None
     """A malformed annotation: the sandbox is left alone until it is fixed."""
+    pool_ref: str = ""
 
 
 def sandbox_view(sandbox: Json) -> SandboxView:
@@ -158,6 +159,7 @@ def sandbox_view(sandbox: Json) -> SandboxView:
         finalizers=tuple(meta.get("finalizers") or ()),
         resource_version=str(meta.get("resourceVersion") or ""),
         problem=problem,
+        pool_ref=str((sandbox.get("spec") or {}).get("poolRef") or ""),
     )
 
 

@@ -20,7 +20,9 @@ class OpenPoolObservation(msgspec.Struct, frozen=True, kw_only=True):
     pods: tuple[Json, ...] = ()
     """The Pods this incarnation of the Pool controls, terminating ones included."""
     sandboxes: tuple[Json, ...] = ()
-    """The BatchSandboxes of the namespace whose ``poolRef`` is the Pool's name."""
+    """The BatchSandboxes of the namespace whose ``poolRef`` is the Pool's name, and those that
+    hold its Pods while their ``poolRef`` names another Pool (an edited ``poolRef``: their
+    Pods stay theirs until they release them, upstream #1433)."""
     ledger: PoolLedger | None = None
     expectations: Expectations | None = None
     last_error: str | None = None
@@ -39,10 +41,12 @@ def observe_open_pool(
     last_error: str | None = None,
 ) -> OpenPoolObservation:
     pool = cache.get(key)
+    holders = {h.uid for h in ledger.pods.values()} if ledger is not None else set()
     sandboxes = tuple(
         sandbox
         for sandbox in cache.objects("BatchSandbox", key.namespace)
         if pool_ref(sandbox) == key.name
+        or (pool_ref(sandbox) and str(metadata_of(sandbox).get("uid") or "") in holders)
     )
     if pool is None:
         return OpenPoolObservation(

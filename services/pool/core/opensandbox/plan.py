@@ -146,7 +146,11 @@ def plan_open_pool(obs: OpenPoolObservation, now: datetime) -> Plan:
         return _pool_gone(obs, views)
     if metadata_of(pool).get("deletionTimestamp"):
         return Plan(reason="the Pool is being deleted: its Pods go with it")
-    ledger = obs.ledger if obs.ledger is not None else recover_ledger(views)
+    ledger = (
+        obs.ledger
+        if obs.ledger is not None
+        else recover_ledger(v for v in views if v.pool_ref == obs.name)
+    )
     run = _Pass(obs, pool, now, template_revision(pool), ledger)
     if obs.ledger is None and ledger.pods:
         run.notes.append(f"the ledger was rebuilt from the annotations ({len(ledger.pods)} held)")
@@ -322,10 +326,19 @@ def _allocate(
             key=lambda p: _hand_out_order(p, run.revision),
         )
     ]
-    wanting = [v for v in views if not v.deleting and v.problem is None]
+    wanting = [
+        v for v in views if not v.deleting and v.problem is None and v.pool_ref == run.obs.name
+    ]
     holdings = Counter(h.uid for h in pods.values())
     requests = [
-        (v.uid, v.replicas - holdings[v.uid] - len(released.get(v.uid, ()))) for v in wanting
+        (
+            v.uid,
+            v.replicas
+            - holdings[v.uid]
+            - len(released.get(v.uid, ()))
+            - len(_held_elsewhere(v, pods, released, lost)),
+        )
+        for v in wanting
     ]
     refused = {v.uid: {*v.alloc_status, *released.get(v.uid, ())} for v in wanting}
     given, short = pack(free, requests, refused=refused)
@@ -358,6 +371,19 @@ def _hand_out_order(pod: Json, revision: str) -> tuple[Any, ...]:
         created.timestamp() if created is not None else 0.0,
         _name(pod),
     )
+
+
+def _held_elsewhere(
+    view: SandboxView,
+    pods: Mapping[str, Holding],
+    released: Mapping[str, Sequence[str]],
+    lost: Mapping[str, Sequence[str]],
+) -> set[str]:
+    """The Pods the sandbox lists as held that this Pool did not give it: another Pool's,
+    from before its ``poolRef`` was edited. They count against its replicas here too."""
+    ours = {p for p, h in pods.items() if h.uid == view.uid}
+    ours |= set(released.get(view.uid, ())) | set(lost.get(view.uid, ()))
+    return set(view.alloc_status) - set(view.alloc_released) - ours
 
 
 def _project(run: _Pass, views: Sequence[SandboxView]) -> None:

@@ -1072,3 +1072,47 @@ def test_creates_happen_together() -> None:
     group, status = planned.actions
     assert isinstance(group, Together) and isinstance(status, Patch)
     assert all(isinstance(a, Create) for a in group.actions)
+
+
+def test_an_edited_pool_ref_keeps_the_pods_in_use() -> None:
+    """Upstream OpenSandbox #1433: editing a BatchSandbox's poolRef killed its in-use Pod (the
+    old Pool saw an orphan and recycled it). Here the old Pool keeps the Pods held while the
+    sandbox lives and does not release them; the new Pool counts them against the replicas
+    and gives nothing more; a release through alloc-release is still honoured by the old
+    Pool."""
+    other = pool("other-pool", uid="other-uid", buffer_min=1, buffer_max=1)
+    moved = sandbox("sbx1", pool_name="other-pool", replicas=2, alloc_status=["pod1", "pod2"])
+    holders = ledger_of({"pod1": "sbx1", "pod2": "sbx1"})
+    old = plan(pool(buffer_min=0, buffer_max=0), pod("pod1"), pod("pod2"), moved, ledger=holders)
+    assert not [a for a in old.actions if isinstance(a, Delete)], "no Pod in use killed"
+    assert {p: h.sandbox for p, h in old.memo.pods.items()} == {"pod1": "sbx1", "pod2": "sbx1"}
+
+    new = plan(other, pod("idle", of_pool=other), moved, name="other-pool", ledger=PoolLedger())
+    assert "sbx1" not in {h.sandbox for h in new.memo.pods.values()}, "nothing more given"
+
+    released = sandbox(
+        "sbx1",
+        pool_name="other-pool",
+        replicas=2,
+        alloc_status=["pod1", "pod2"],
+        alloc_release=["pod1"],
+    )
+    back = plan(
+        pool(buffer_min=0, buffer_max=0), pod("pod1"), pod("pod2"), released, ledger=holders
+    )
+    (delete,) = [a for a in back.actions if isinstance(a, Delete)]
+    assert delete.target.name == "pod1"
+
+
+def test_a_cleared_pool_ref_still_lets_the_pod_go() -> None:
+    """The envtest "GC on detach" row stays upstream's: a sandbox whose poolRef is cleared (a
+    pooled pause solidifies its template and detaches) is no holder any more, and its Pod is
+    recycled as an orphan."""
+    detached = sandbox("sbx1", pool_name="", alloc_status=["pod1"])
+    planned = plan(
+        pool(buffer_min=0, buffer_max=0),
+        pod("pod1"),
+        detached,
+        ledger=ledger_of({"pod1": "sbx1"}),
+    )
+    assert [a.target.name for a in planned.actions if isinstance(a, Delete)] == ["pod1"]
