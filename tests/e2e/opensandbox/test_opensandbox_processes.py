@@ -15,6 +15,7 @@ import asyncio
 import json
 import random
 import signal
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -39,7 +40,19 @@ pytestmark = pytest.mark.slow
 
 Json = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "opensandbox"
+BIN = Path(sys.executable).parent
+KUBECTL, SANDBUS = str(BIN / "kubectl"), str(BIN / "sandbus")
 POOL_ENV = {"SANDBUS_POOL_LEASE_SECONDS": "1"}
+
+
+async def run(*command: str) -> str:
+    """A command's standard output; it must succeed."""
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return out.decode()
 
 
 def example(name: str) -> Json:
@@ -178,6 +191,22 @@ async def test_the_sample_manifests_reach_their_documented_state(tmp_path: Path)
                     return status.get("allocated") == 10 and 2 <= status.get("available", 0) <= 6
 
                 await until(refilled, within=60, interval=0.2)
+
+                # As a user sees it: kubectl's columns, and explain's account of the sandbox.
+                listed = await run(
+                    KUBECTL, "--kubeconfig", str(kubeconfig), "get", "pools,batchsandboxes"
+                )
+                status = await pool_status()
+                pool_row = next(line for line in listed.splitlines() if "python-pool" in line)
+                columns = pool_row.split()[1:4]  # TOTAL, ALLOCATED, AVAILABLE
+                assert columns == [str(status[k]) for k in ("total", "allocated", "available")]
+                assert columns[1] == "10", listed
+                batch_row = next(line for line in listed.splitlines() if "batch-10" in line)
+                assert batch_row.split()[1:5] == ["10", "10", "10", "10"], listed
+                explained = await run(
+                    SANDBUS, "explain", "BatchSandbox/default/batch-10", "--nats", nats_server.url
+                )
+                assert "10 of 10 Pods from Pool python-pool" in explained, explained
                 pair = {
                     pod["metadata"]["name"]: pod
                     for pod in await kube.list("Pod", NS)
