@@ -39,7 +39,7 @@ from typing import Any
 
 import aiohttp
 import nats
-from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, progress
+from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, progress, sequential_writes
 from sandbus_processes import start_sandbus, stop
 
 from services.runtime.bus import BusConfig, ensure_bus
@@ -47,7 +47,6 @@ from services.runtime.natsd import NatsServer
 
 NAMESPACE = "default"
 OPENSANDBOX = f"/apis/sandbox.opensandbox.io/v1alpha1/namespaces/{NAMESPACE}"
-CONFIGMAPS = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
 WRITES = 4
 PUBLISHED = 0.92
 
@@ -78,26 +77,6 @@ async def fill_pool(http: aiohttp.ClientSession, size: int, limit: float) -> Non
             return
         await asyncio.sleep(0.5)
     raise RuntimeError(f"the pool did not fill within {limit} s")
-
-
-async def baseline(http: aiohttp.ClientSession, rounds: int) -> list[float]:
-    """Seconds for ``WRITES`` sequential writes (a create and patches of one ConfigMap)."""
-    out = []
-    for index in range(rounds):
-        name = f"baseline-{index}"
-        started = time.perf_counter()
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {}}
-        async with http.post(CONFIGMAPS, json=body) as response:
-            response.raise_for_status()
-        for step in range(WRITES - 1):
-            async with http.patch(
-                f"{CONFIGMAPS}/{name}",
-                json={"data": {"step": str(step)}},
-                headers={"Content-Type": "application/merge-patch+json"},
-            ) as response:
-                response.raise_for_status()
-        out.append(time.perf_counter() - started)
-    return out
 
 
 def _listed(obj: dict[str, Any], key: str) -> list[Any]:
@@ -188,7 +167,7 @@ async def main(args: argparse.Namespace) -> None:
             async with aiohttp.ClientSession(base_url=url) as http:
                 progress(f"filling a Pool of {args.replicas}")
                 await fill_pool(http, args.replicas, args.limit)
-                base = await baseline(http, 50)
+                base = await sequential_writes(http, 50, WRITES)
                 progress(f"one BatchSandbox of {args.replicas}")
                 before = {name: cpu_seconds(pid) for name, pid in pids.items()}
                 milestones = await allocate(http, args.replicas, args.limit)

@@ -45,7 +45,7 @@ from typing import Any
 
 import aiohttp
 import nats
-from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, is_ready, progress
+from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, is_ready, progress, sequential_writes
 from sandbus_processes import start_sandbus, stop
 
 from api.keys import LABEL_LAUNCH_TYPE, LABEL_WARM_POOL_SANDBOX, name_hash
@@ -57,7 +57,6 @@ NAMESPACE = "default"
 EXTENSIONS = f"/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/{NAMESPACE}"
 CLAIMS = f"{EXTENSIONS}/sandboxclaims"
 SANDBOXES = f"/apis/agents.x-k8s.io/v1beta1/namespaces/{NAMESPACE}/sandboxes"
-CONFIGMAPS = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
 WRITES = 4
 UPSTREAM = {
     "sustained": "agent-sandbox at 45/s: p50 92 ms, p90 182 ms, p99 376 ms (KWOK gate at 75/s: "
@@ -105,26 +104,6 @@ async def fill_pool(http: aiohttp.ClientSession, js: Any, size: int, limit: floa
             return
         await asyncio.sleep(0.5)
     raise RuntimeError(f"the pool did not fill within {limit} s")
-
-
-async def baseline(http: aiohttp.ClientSession, rounds: int) -> list[float]:
-    """Seconds for ``WRITES`` sequential writes (a create and patches of one ConfigMap)."""
-    out = []
-    for index in range(rounds):
-        name = f"baseline-{index}"
-        started = time.perf_counter()
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {}}
-        async with http.post(CONFIGMAPS, json=body) as response:
-            response.raise_for_status()
-        for step in range(WRITES - 1):
-            async with http.patch(
-                f"{CONFIGMAPS}/{name}",
-                json={"data": {"step": str(step)}},
-                headers={"Content-Type": "application/merge-patch+json"},
-            ) as response:
-                response.raise_for_status()
-        out.append(time.perf_counter() - started)
-    return out
 
 
 async def claims_to_ready(
@@ -244,7 +223,7 @@ async def main(args: argparse.Namespace) -> None:
             async with aiohttp.ClientSession(base_url=url) as http:
                 progress(f"filling a pool of {args.pool}")
                 await fill_pool(http, js, args.pool, args.limit)
-                base = await baseline(http, min(len(schedule), 200))
+                base = await sequential_writes(http, min(len(schedule), 200), WRITES)
                 progress(f"{len(schedule)} claims ({args.scenario})")
                 before = {name: cpu_seconds(pid) for name, pid in pids.items()}
                 latencies, wall = await claims_to_ready(

@@ -112,6 +112,30 @@ class Timing:
         return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+async def sequential_writes(
+    http: aiohttp.ClientSession, rounds: int, writes: int, namespace: str = NAMESPACE
+) -> list[float]:
+    """Seconds for ``writes`` sequential writes (a create and patches of one ConfigMap), each
+    of ``rounds`` times: the baseline of a latency figure, on the same cluster in the same run."""
+    configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+    out = []
+    for index in range(rounds):
+        name = f"baseline-{index}"
+        started = time.perf_counter()
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {}}
+        async with http.post(configmaps, json=body) as response:
+            response.raise_for_status()
+        for step in range(writes - 1):
+            async with http.patch(
+                f"{configmaps}/{name}",
+                json={"data": {"step": str(step)}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            ) as response:
+                response.raise_for_status()
+        out.append(time.perf_counter() - started)
+    return out
+
+
 async def to_ready(
     http: aiohttp.ClientSession,
     collection: str,

@@ -76,6 +76,8 @@ from api.opensandbox import (
 from api.patching.errors import PatchError
 from api.patching.strategic import strategic_merge_patch
 from services.claim.core.batch.assign import PoolAssigned, choose_pool, wants_auto_assign
+from services.pool.core.opensandbox.ledger import parse_pod_list
+from services.pool.core.opensandbox.scaling import is_pod_ready
 from services.runtime.cache import Json, ObjectCache, ObjectKey, labels_of, metadata_of
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan
 from services.runtime.reconcile.expectations import Expectations
@@ -134,24 +136,6 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str(metadata_of(obj).get("name") or "")
 
 
-def _pod_list(annotations: Mapping[str, Any], key: str) -> list[str]:
-    """The names an allocation annotation lists (absent: none); raises ValueError when it is
-    malformed, by the same rule as the Pool's ledger."""
-    text = annotations.get(key)
-    if text is None or text == "":
-        return []
-    try:
-        data = json.loads(str(text))
-    except ValueError as error:
-        raise ValueError(f"annotation {key} is not JSON: {error}") from error
-    pods = data.get("pods") if isinstance(data, dict) else None
-    if pods is None and isinstance(data, dict):
-        return []
-    if not isinstance(pods, list) or not all(isinstance(p, str) and p for p in pods):
-        raise ValueError(f'annotation {key} is not {{"pods": [names...]}}: {text}')
-    return list(pods)
-
-
 def _replicas(sandbox: Mapping[str, Any]) -> int:
     value = (sandbox.get("spec") or {}).get("replicas")
     return value if isinstance(value, int) and value >= 0 else 1
@@ -178,7 +162,7 @@ def observe_batch(
     if ref:
         annotations = metadata_of(sandbox).get("annotations") or {}
         try:
-            names = _pod_list(annotations, ANNOTATION_ALLOC_STATUS)
+            names = parse_pod_list(annotations, ANNOTATION_ALLOC_STATUS)
         except ValueError:
             names = []
         found = (cache.get(ObjectKey("Pod", key.namespace, name)) for name in names)
@@ -333,7 +317,7 @@ def _sorted_pods(run: _Pass) -> list[Json]:
         return sorted(pods, key=order)
     annotations = run.meta.get("annotations") or {}
     try:
-        listed = _pod_list(annotations, ANNOTATION_ALLOC_STATUS)
+        listed = parse_pod_list(annotations, ANNOTATION_ALLOC_STATUS)
     except ValueError as error:
         run.problems["AllocationRefused"] = ("MalformedAnnotation", str(error))
         run.blind = True
@@ -341,7 +325,7 @@ def _sorted_pods(run: _Pass) -> list[Json]:
     others: dict[str, set[str]] = {}
     for key in (ANNOTATION_ALLOC_RELEASE, ANNOTATION_ALLOC_RELEASED):
         try:
-            others[key] = set(_pod_list(annotations, key))
+            others[key] = set(parse_pod_list(annotations, key))
         except ValueError as error:
             run.problems.setdefault("AllocationRefused", ("MalformedAnnotation", str(error)))
             others[key] = set()
@@ -477,13 +461,7 @@ def _endpoints(run: _Pass, pods: Sequence[Json]) -> None:
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
-    if metadata_of(pod).get("deletionTimestamp"):
-        return False
-    status = pod.get("status") or {}
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
+    return not metadata_of(pod).get("deletionTimestamp") and is_pod_ready(pod)
 
 
 def _failure(pod: Mapping[str, Any]) -> str | None:
