@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
-from api.opensandbox import ANNOTATION_ALLOC_STATUS
+from api.opensandbox import ANNOTATION_ALLOC_STATUS, LABEL_BATCH_SANDBOX_NAME, LABEL_POOL_NAME
 from services.claim.core.batch.plan import BatchObservation, observe_batch, plan_batch
 from services.claim.core.metrics import CLAIM_METRICS, ClaimMemo
 from services.claim.core.observation import ClaimObservation, ClaimSettings, observe_claim
@@ -30,7 +30,15 @@ from services.claim.core.plan import plan_claim
 from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
 from services.claim.core.spread import queued_nodes
 from services.pool.core.blueprint import template_ref_name
-from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of, metadata_of
+from services.runtime.cache import (
+    Json,
+    ObjectCache,
+    ObjectKey,
+    controller_of,
+    key_of,
+    labels_of,
+    metadata_of,
+)
 from services.runtime.reconcile import Plan
 from services.runtime.reconcile.warm import WarmTaker
 from services.runtime.reconcile.worker import Observed, WorkerDefinition
@@ -125,6 +133,13 @@ def _batch_wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey
                 yield key_of(sandbox, "BatchSandbox")
 
 
+def _opensandbox_pod(pod: Json) -> bool:
+    """The Pods a BatchSandbox reads: a Pool's, or its own. The Pods of Sandboxes, most of the
+    bus's Pod events, are the sandbox worker's; the claim worker does not keep them."""
+    labels = labels_of(pod)
+    return LABEL_POOL_NAME in labels or LABEL_BATCH_SANDBOX_NAME in labels
+
+
 def _unbound(claim: Json) -> bool:
     return not ((claim.get("status") or {}).get("sandbox") or {}).get("name") and not (
         metadata_of(claim).get("deletionTimestamp")
@@ -198,4 +213,5 @@ def claim_worker(
         wakes=ClaimWakes(),
         executors=taker.executors(),
         metrics=CLAIM_METRICS,
+        follows={"Pod": _opensandbox_pod},
     )

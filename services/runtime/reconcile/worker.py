@@ -173,6 +173,9 @@ class WorkerDefinition:
     events of a burst (a pool's members) are served by one pass instead of one each."""
     metrics: tuple[MetricSpec, ...] = ()
     """The metrics its planners record (``Record`` actions), besides the runtime's own."""
+    follows: Mapping[str, Callable[[Json], bool]] = field(default_factory=dict)
+    """Kind → the objects of that kind the worker follows, when not all of them: the others
+    are neither cached nor wake anything (an object that stops matching leaves the cache)."""
 
 
 @dataclass(frozen=True)
@@ -297,6 +300,11 @@ class Worker:
             else "added"
         )
         obj = event.data.object
+        follows = self.definition.follows.get(event.kind)
+        if follows is not None and change != "deleted" and not follows(obj):
+            if self.cache.observed(key_of(obj, event.kind)) is None:
+                return
+            change = "deleted"  # it left what this worker follows
         writer = self.cache.writer_of_echo(change, obj, kind=event.kind)
         before = self.cache.observed(key_of(obj, event.kind))
         self.cache.observe(change, obj, kind=event.kind)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -168,6 +169,24 @@ async def test_an_event_updates_the_cache_and_wakes_its_keys() -> None:
     async with asyncio.timeout(1):
         key, triggers = await w.queue.get()
     assert key == WIDGET and triggers == (event.id,)
+
+
+async def test_objects_a_worker_does_not_follow_are_not_cached_and_wake_nothing() -> None:
+    """``follows``: only the Pods labelled ``ours`` are the worker's. Another Pod is not cached
+    and wakes nothing; a followed Pod that loses the label leaves the cache, and that wakes
+    the keys it concerned, as its deletion would."""
+    w = worker(PodPerWidget(), ScriptedApi())
+    w.definition = dataclasses.replace(
+        w.definition, follows={"Pod": lambda pod: "ours" in (pod["metadata"].get("labels") or {})}
+    )
+    w.take_event(observed_event("added", obj("Pod", "w", rv="7"), time=NOW))
+    assert w.cache.get(POD) is None and len(w.queue) == 0
+    ours = obj("Pod", "w", rv="8")
+    ours["metadata"]["labels"] = {"ours": "yes"}
+    w.take_event(observed_event("modified", ours, time=NOW))
+    assert w.cache.get(POD) is not None and len(w.queue) == 1
+    w.take_event(observed_event("modified", obj("Pod", "w", rv="9"), time=NOW))
+    assert w.cache.get(POD) is None, "it left what the worker follows"
 
 
 async def test_workers_drain_the_queue() -> None:
