@@ -1,4 +1,6 @@
-"""A process's HTTP endpoint: ``GET /metrics`` in the Prometheus text format.
+"""A process's HTTP endpoint: ``GET /metrics`` in the Prometheus text format, ``GET /healthz``
+(liveness: the process answers) and ``GET /readyz`` (readiness: every service of the process
+says it is ready, see :data:`READINESS`; else 503 with what each one waits for).
 
 Every service of a process shares it (:func:`metrics_endpoint` is reference-counted per
 address), because ``sandbus up`` runs every worker in one process and they cannot each bind
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -17,13 +19,42 @@ from aiohttp import web
 
 from services.runtime.metrics import Metrics
 
-__all__ = ["metrics_endpoint", "serve_metrics"]
+__all__ = ["READINESS", "Readiness", "metrics_endpoint", "serve_metrics"]
 
 log = logging.getLogger(__name__)
 
+Check = Callable[[], "str | None"]
+"""What a service is waiting for before it can serve (None: it is ready)."""
+
+
+class Readiness:
+    """The readiness checks of the services of a process, by service."""
+
+    def __init__(self) -> None:
+        self._checks: dict[str, Check] = {}
+
+    def add(self, service: str, check: Check) -> None:
+        self._checks[service] = check
+
+    def discard(self, service: str) -> None:
+        self._checks.pop(service, None)
+
+    def waiting(self) -> list[str]:
+        """``service: what it waits for``, for each service not ready."""
+        out = []
+        for service, check in sorted(self._checks.items()):
+            problem = check()
+            if problem:
+                out.append(f"{service}: {problem}")
+        return out
+
+
+READINESS = Readiness()
+"""The process's readiness, which ``/readyz`` answers from."""
+
 
 async def serve_metrics(metrics: Metrics, host: str, port: int) -> web.AppRunner:
-    """Serve ``GET /metrics`` until the returned runner is cleaned up."""
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` until the runner is cleaned up."""
 
     async def handle(request: web.Request) -> web.Response:
         return web.Response(
@@ -31,13 +62,24 @@ async def serve_metrics(metrics: Metrics, host: str, port: int) -> web.AppRunner
             headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST},
         )
 
+    async def alive(request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def ready(request: web.Request) -> web.Response:
+        waiting = READINESS.waiting()
+        if waiting:
+            return web.Response(status=503, text="".join(f"{line}\n" for line in waiting))
+        return web.Response(text="ok\n")
+
     app = web.Application()
     app.router.add_get("/metrics", handle)
+    app.router.add_get("/healthz", alive)
+    app.router.add_get("/readyz", ready)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    log.info("metrics on http://%s:%d/metrics", host, port)
+    log.info("metrics and health on http://%s:%d (/metrics, /healthz, /readyz)", host, port)
     return runner
 
 

@@ -188,8 +188,10 @@ def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> 
     assert b"sandboxwarmpool.extensions.agents.x-k8s.io/scaled scaled" in scaled.stdout
     _wait_for_size(sandbus_up, tmp_path, 4, timeout=60)
 
-    # Every worker of the one process behind one /metrics.
+    # Every worker of the one process behind one /metrics, and ready.
     port = (tmp_path / "metrics-port").read_text()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as response:
+        assert (response.status, response.read()) == (200, b"ok\n")
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
     for worker, kind in (("pool", "SandboxWarmPool"), ("sandbox", "Sandbox")):

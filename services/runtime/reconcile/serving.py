@@ -46,9 +46,9 @@ from typing import Literal
 
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.cancellation import stop_tasks, supervise
-from services.runtime.connection import budget_from_environment, connect_nats
+from services.runtime.connection import NatsConnection, budget_from_environment, connect_nats
 from services.runtime.election import LeaseElector
-from services.runtime.endpoint import metrics_endpoint
+from services.runtime.endpoint import READINESS, metrics_endpoint
 from services.runtime.kube import KubeApi
 from services.runtime.lease import LeaseTimings
 from services.runtime.metrics import metrics_address, process_metrics
@@ -132,6 +132,8 @@ async def serve_worker(
     connection = await connect_nats(
         settings.nats_url, name=f"sandbus-{name}", budget=budget_from_environment()
     )
+    live = _Live()
+    READINESS.add(name, lambda: _waiting_for(connection, live))
     try:
         async with contextlib.AsyncExitStack() as stack:
             if address is not None:
@@ -141,7 +143,7 @@ async def serve_worker(
             api = KubeApi(api_client, field_manager=service.field_manager)
 
             def make_worker() -> Worker:
-                return Worker(
+                live.worker = Worker(
                     service.definition,
                     js=connection.js,
                     api=api,
@@ -150,6 +152,7 @@ async def serve_worker(
                     tracer=tracing.tracer if tracing else None,
                     metrics=metrics,
                 )
+                return live.worker
 
             log.info(
                 "%s worker starting (%d at a time; %s; tracing %s)",
@@ -161,7 +164,7 @@ async def serve_worker(
                 "on" if tracing else "off",
             )
             if lease is not None:
-                work = _lead(make_worker, api, lease)
+                work = _lead(make_worker, api, lease, live)
             elif service.replicas == "shards":
                 membership = Membership(
                     connection.js,
@@ -175,9 +178,31 @@ async def serve_worker(
                 work = make_worker().run()
             await supervise([(f"{name}-work", work), (f"{name}-nats", connection.lost())])
     finally:
+        READINESS.discard(name)
         await connection.close()
         if tracing is not None:
             tracing.shutdown()
+
+
+@dataclasses.dataclass
+class _Live:
+    """What a running service is made of now, for its readiness."""
+
+    worker: Worker | None = None
+    elector: LeaseElector | None = None
+
+
+def _waiting_for(connection: NatsConnection, live: _Live) -> str | None:
+    """Ready: connected to NATS and, as the leader or an active replica, with its view of the
+    world loaded from the bus (its consumers bound); as a standby, knowing who leads."""
+    if not connection.client.is_connected:
+        return "not connected to NATS"
+    elector = live.elector
+    if elector is not None and not elector.is_leader():
+        return None if elector.standing_by_for else "no leader known yet"
+    if live.worker is None or not live.worker.feed.loaded.is_set():
+        return "loading the state table"
+    return None
 
 
 async def _shard(worker: Worker, membership: Membership) -> None:
@@ -209,7 +234,9 @@ async def _forever(task: asyncio.Task[None]) -> None:
     raise RuntimeError("the membership heartbeat stopped")
 
 
-async def _lead(make_worker: Callable[[], Worker], api: KubeApi, lease: LeaseSettings) -> None:
+async def _lead(
+    make_worker: Callable[[], Worker], api: KubeApi, lease: LeaseSettings, live: _Live
+) -> None:
     """Stand by until this replica holds the Lease, run a worker while it does, repeat."""
     elector = LeaseElector(
         api,
@@ -218,6 +245,7 @@ async def _lead(make_worker: Callable[[], Worker], api: KubeApi, lease: LeaseSet
         identity=lease.identity,
         timings=lease.timings,
     )
+    live.elector = elector
     async with elector:
         while True:
             await elector.wait_leading()

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from services.runtime.cache import ObjectCache, ObjectKey
-from services.runtime.endpoint import metrics_endpoint, serve_metrics
+from services.runtime.endpoint import READINESS, metrics_endpoint, serve_metrics
 from services.runtime.metrics import (
     RECONCILES,
     Metrics,
@@ -178,3 +178,25 @@ async def test_a_port_in_use_fails_every_service_that_waits_for_it() -> None:
                 pass
     finally:
         await blocker.cleanup()
+
+
+async def test_liveness_and_readiness_answer_on_the_same_endpoint() -> None:
+    """``/healthz`` answers while the process does; ``/readyz`` is 200 once every service of
+    the process is ready, else 503 naming what each one waits for."""
+    runner = await serve_metrics(Metrics(), "127.0.0.1", 0)
+    host, port = runner.addresses[0][:2]
+    waiting: list[str | None] = ["loading the state table"]
+    READINESS.add("test-worker", lambda: waiting[0])
+    try:
+        async with aiohttp.ClientSession(base_url=f"http://{host}:{port}") as session:
+            async with session.get("/healthz") as response:
+                assert (response.status, await response.text()) == (200, "ok\n")
+            async with session.get("/readyz") as response:
+                assert response.status == 503
+                assert await response.text() == "test-worker: loading the state table\n"
+            waiting[0] = None
+            async with session.get("/readyz") as response:
+                assert (response.status, await response.text()) == (200, "ok\n")
+    finally:
+        READINESS.discard("test-worker")
+        await runner.cleanup()
