@@ -23,12 +23,14 @@ on (:mod:`services.runtime.endpoint`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 __all__ = [
     "METRICS_ADDRESS_ENV",
@@ -92,6 +94,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._specs: dict[str, MetricSpec] = {}
         self._metrics: dict[str, Counter | Histogram] = {}
+        self._readers: dict[str, _ReadCounters] = {}
         self.declare(RUNTIME_METRICS)
         self.declare(specs)
 
@@ -138,12 +141,35 @@ class Metrics:
         else:
             child.observe(value)
 
+    def read_from(self, name: str, help: str, read: Callable[[], Mapping[str, float]]) -> None:
+        """Counters a service keeps itself (its own statistics), read at every scrape:
+        ``read`` gives each counter's value by the name it adds to ``name``
+        (``{"published": 3}`` under ``sandbus_watcher`` is ``sandbus_watcher_published_total``).
+        A second call for ``name`` replaces the first (a service started again)."""
+        collector = _ReadCounters(name, help, read)
+        previous = self._readers.pop(name, None)
+        if previous is not None:
+            self.registry.unregister(previous)
+        self.registry.register(collector)
+        self._readers[name] = collector
+
     def value(self, name: str, labels: Mapping[str, str], suffix: str = "") -> float | None:
         """One sample as the endpoint would show it (``suffix``: ``_total``, ``_count``, ...)."""
         return self.registry.get_sample_value(name.removesuffix("_total") + suffix, dict(labels))
 
     def exposition(self) -> bytes:
         return prometheus_client.generate_latest(self.registry)
+
+
+class _ReadCounters(Collector):
+    def __init__(self, name: str, help: str, read: Callable[[], Mapping[str, float]]) -> None:
+        self.name = name
+        self.help = help
+        self.read = read
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        for counter, value in sorted(self.read().items()):
+            yield CounterMetricFamily(f"{self.name}_{counter}", self.help, value=value)
 
 
 _PROCESS: list[Metrics] = []

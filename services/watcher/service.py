@@ -37,6 +37,8 @@ each loop with backoff. Neither being down at start-up is fatal: the service wai
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import functools
 import logging
 from collections import defaultdict
@@ -56,7 +58,9 @@ from services.runtime.bus import ensure_bus
 from services.runtime.cancellation import honour_lost_cancellation, stop_tasks, supervise
 from services.runtime.connection import budget_from_environment, connect_nats
 from services.runtime.election import LeaseElector
+from services.runtime.endpoint import READINESS, metrics_endpoint
 from services.runtime.kube import KubeApi
+from services.runtime.metrics import metrics_address, process_metrics
 from services.runtime.settings import Settings, kube_api_client
 from services.runtime.streams import read_to_end
 from services.watcher.config import WatcherConfig
@@ -136,6 +140,17 @@ class Watcher:
         self.stats = PublishStats()
         self.session: Session | None = None
         self.sessions = 0
+
+    def waiting_for(self, connected: bool) -> str | None:
+        """What ``/readyz`` says: ready once connected to NATS and, leading, in sync with the
+        cluster; a standby once it knows who leads."""
+        if not connected:
+            return "not connected to NATS"
+        if not self.elector.is_leader():
+            return None if self.elector.standing_by_for else "no leader known yet"
+        if self.session is None or not self.session.ready.is_set():
+            return "relisting the cluster"
+        return None
 
     async def run(self) -> None:
         """Run until cancelled; on cancellation the Lease is released if held."""
@@ -348,6 +363,7 @@ async def serve(settings: Settings) -> None:
     """``sandbus run watcher``: run one replica until cancelled, or until its NATS connection is
     gone for good (:mod:`services.runtime.connection`)."""
     config = WatcherConfig.from_env()
+    address = metrics_address()
     connection = await connect_nats(
         settings.nats_url,
         name=f"sandbus-watcher {config.identity}",
@@ -358,8 +374,20 @@ async def serve(settings: Settings) -> None:
         api_client = await kube_api_client(settings)
         try:
             watcher = Watcher(connection.client, api_client, config)
-            await supervise([("watcher", watcher.run()), ("nats", connection.lost())])
+            metrics = process_metrics()
+            metrics.read_from(
+                "sandbus_watcher",
+                "The watcher's publishing: changes published, duplicates, fenced writes, "
+                "retries, superseded state writes, dead letters.",
+                lambda: dataclasses.asdict(watcher.stats),
+            )
+            READINESS.add("watcher", lambda: watcher.waiting_for(connection.client.is_connected))
+            async with contextlib.AsyncExitStack() as stack:
+                if address is not None:
+                    await stack.enter_async_context(metrics_endpoint(metrics, *address))
+                await supervise([("watcher", watcher.run()), ("nats", connection.lost())])
         finally:
+            READINESS.discard("watcher")
             await api_client.close()
     finally:
         await connection.close()

@@ -197,6 +197,10 @@ def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> 
     for worker, kind in (("pool", "SandboxWarmPool"), ("sandbox", "Sandbox")):
         series = f'sandbus_reconcile_total{{kind="{kind}",result="ok",worker="{worker}"}}'
         assert series in text, text
+    published = next(
+        line for line in text.splitlines() if line.startswith("sandbus_watcher_published_total")
+    )
+    assert float(published.split()[1]) > 0, "the watcher's publishing, on the same endpoint"
 
 
 def test_explain_rerun_makes_the_recorded_decisions_again(sandbus_up: Path, tmp_path: Path) -> None:

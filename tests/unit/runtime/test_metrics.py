@@ -200,3 +200,18 @@ async def test_liveness_and_readiness_answer_on_the_same_endpoint() -> None:
     finally:
         READINESS.discard("test-worker")
         await runner.cleanup()
+
+
+def test_counters_a_service_keeps_itself_are_read_at_each_scrape() -> None:
+    """The watcher's publishing statistics: read when scraped, one counter per field; a
+    service started again in the same process replaces its reader."""
+    metrics = Metrics()
+    stats = {"published": 3, "retries": 0}
+    metrics.read_from("sandbus_watcher", "Publishing.", lambda: stats)
+    text = metrics.exposition().decode()
+    assert "sandbus_watcher_published_total 3.0" in text
+    assert "sandbus_watcher_retries_total 0.0" in text
+    stats["published"] = 5
+    assert metrics.value("sandbus_watcher_published", {}, "_total") == 5
+    metrics.read_from("sandbus_watcher", "Publishing.", lambda: {"published": 1})
+    assert metrics.value("sandbus_watcher_published", {}, "_total") == 1
