@@ -105,6 +105,8 @@ class ConsumeStats:
     dead_lettered: int = 0
     skipped: int = 0
     retried: int = 0
+    pending: int = 0
+    """Messages the consumer had not delivered yet when it last fetched: its lag."""
 
 
 async def consume_events(
@@ -163,6 +165,8 @@ async def consume_events(
             honour_lost_cancellation()
             for msg in messages:
                 await _process(js, msg, handle, rejected_by, bus, max_deliver, unknown_types, stats)
+            if messages:
+                stats.pending = messages[-1].metadata.num_pending
     finally:
         try:
             await sub.unsubscribe()

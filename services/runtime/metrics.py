@@ -29,7 +29,7 @@ from typing import Final, Literal
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 __all__ = [
@@ -94,7 +94,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._specs: dict[str, MetricSpec] = {}
         self._metrics: dict[str, Counter | Histogram] = {}
-        self._readers: dict[str, _ReadCounters] = {}
+        self._readers: dict[tuple[str, str], _Readers] = {}
         self.declare(RUNTIME_METRICS)
         self.declare(specs)
 
@@ -141,17 +141,27 @@ class Metrics:
         else:
             child.observe(value)
 
-    def read_from(self, name: str, help: str, read: Callable[[], Mapping[str, float]]) -> None:
-        """Counters a service keeps itself (its own statistics), read at every scrape:
-        ``read`` gives each counter's value by the name it adds to ``name``
-        (``{"published": 3}`` under ``sandbus_watcher`` is ``sandbus_watcher_published_total``).
-        A second call for ``name`` replaces the first (a service started again)."""
-        collector = _ReadCounters(name, help, read)
-        previous = self._readers.pop(name, None)
-        if previous is not None:
-            self.registry.unregister(previous)
-        self.registry.register(collector)
-        self._readers[name] = collector
+    def read_from(
+        self,
+        name: str,
+        help: str,
+        read: Callable[[], Mapping[str, float]],
+        *,
+        labels: Mapping[str, str] | None = None,
+        kind: Literal["counter", "gauge"] = "counter",
+    ) -> None:
+        """Values a service keeps itself (its own statistics), read at every scrape: ``read``
+        gives each value by the name it adds to ``name`` (``{"published": 3}`` under
+        ``sandbus_watcher`` is the counter ``sandbus_watcher_published_total``), under
+        ``labels``. Several services may read into one name with different labels (the
+        workers of ``sandbus up``); reading again under the same labels replaces the reader
+        (a service started again)."""
+        collector = self._readers.get((name, kind))
+        if collector is None:
+            collector = _Readers(name, help, kind, tuple(sorted(labels or {})))
+            self.registry.register(collector)
+            self._readers[(name, kind)] = collector
+        collector.readers[tuple(v for _, v in sorted((labels or {}).items()))] = read
 
     def value(self, name: str, labels: Mapping[str, str], suffix: str = "") -> float | None:
         """One sample as the endpoint would show it (``suffix``: ``_total``, ``_count``, ...)."""
@@ -161,15 +171,31 @@ class Metrics:
         return prometheus_client.generate_latest(self.registry)
 
 
-class _ReadCounters(Collector):
-    def __init__(self, name: str, help: str, read: Callable[[], Mapping[str, float]]) -> None:
+class _Readers(Collector):
+    """One metric family per value name, a sample per reader."""
+
+    def __init__(
+        self, name: str, help: str, kind: Literal["counter", "gauge"], label_names: tuple[str, ...]
+    ) -> None:
         self.name = name
         self.help = help
-        self.read = read
+        self.kind = kind
+        self.label_names = label_names
+        self.readers: dict[tuple[str, ...], Callable[[], Mapping[str, float]]] = {}
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        for counter, value in sorted(self.read().items()):
-            yield CounterMetricFamily(f"{self.name}_{counter}", self.help, value=value)
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
+        family_type = CounterMetricFamily if self.kind == "counter" else GaugeMetricFamily
+        for labels, read in sorted(self.readers.items()):
+            for value_name, value in sorted(read().items()):
+                family = families.get(value_name)
+                if family is None:
+                    family = family_type(
+                        f"{self.name}_{value_name}", self.help, labels=self.label_names
+                    )
+                    families[value_name] = family
+                family.add_metric(list(labels), value)
+        yield from families.values()
 
 
 _PROCESS: list[Metrics] = []

@@ -201,6 +201,13 @@ def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> 
         line for line in text.splitlines() if line.startswith("sandbus_watcher_published_total")
     )
     assert float(published.split()[1]) > 0, "the watcher's publishing, on the same endpoint"
+    assert 'sandbus_events_pending{worker="pool"}' in text, "each worker's consumer lag"
+    handled = next(
+        line
+        for line in text.splitlines()
+        if line.startswith('sandbus_events_handled_total{worker="pool"}')
+    )
+    assert float(handled.split()[1]) > 0
 
 
 def test_explain_rerun_makes_the_recorded_decisions_again(sandbus_up: Path, tmp_path: Path) -> None:

@@ -253,6 +253,26 @@ class Worker:
             batch=self.settings.fetch_batch,
         )
         self.decisions_published = 0
+        stats = self.feed.stats
+        labels = {"worker": self.definition.name}
+        self.metrics.read_from(
+            "sandbus_events",
+            "Events of the event log a worker handled, dead-lettered, skipped or retried.",
+            lambda: {
+                "handled": stats.handled,
+                "dead_lettered": stats.dead_lettered,
+                "skipped": stats.skipped,
+                "retried": stats.retried,
+            },
+            labels=labels,
+        )
+        self.metrics.read_from(
+            "sandbus_events",
+            "Events of the event log not delivered to a worker yet: its consumer's lag.",
+            lambda: {"pending": stats.pending},
+            labels=labels,
+            kind="gauge",
+        )
 
     # -- the loop ---------------------------------------------------------------------------
 

@@ -215,3 +215,29 @@ def test_counters_a_service_keeps_itself_are_read_at_each_scrape() -> None:
     assert metrics.value("sandbus_watcher_published", {}, "_total") == 5
     metrics.read_from("sandbus_watcher", "Publishing.", lambda: {"published": 1})
     assert metrics.value("sandbus_watcher_published", {}, "_total") == 1
+
+
+def test_the_workers_of_one_process_read_into_one_family_each() -> None:
+    """``sandbus up``'s workers: one family per value with a sample per worker, so the text
+    format has one TYPE line for each; a gauge reads the same way."""
+    metrics = Metrics()
+    for worker, handled in (("sandbox", 4), ("pool", 2)):
+        metrics.read_from(
+            "sandbus_events",
+            "Handled.",
+            lambda n=handled: {"handled": n},
+            labels={"worker": worker},
+        )
+        metrics.read_from(
+            "sandbus_events",
+            "Lag.",
+            lambda: {"pending": 7},
+            labels={"worker": worker},
+            kind="gauge",
+        )
+    text = metrics.exposition().decode()
+    assert text.count("# TYPE sandbus_events_handled_total counter") == 1
+    assert 'sandbus_events_handled_total{worker="sandbox"} 4.0' in text
+    assert 'sandbus_events_handled_total{worker="pool"} 2.0' in text
+    assert 'sandbus_events_pending{worker="pool"} 7.0' in text
+    assert "# TYPE sandbus_events_pending gauge" in text
