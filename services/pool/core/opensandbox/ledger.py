@@ -89,6 +89,8 @@ class PoolLedger(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     """Sandbox uid → the Pods whose release finished (what ``alloc-released`` must list)."""
     lost: dict[str, list[str]] = {}
     """Sandbox uid → the Pods it held that vanished without a release."""
+    next_pod: int = 0
+    """How many Pod names the Pool has handed out: the next one's number (see the plan)."""
 
     def held_by(self, uid: str) -> list[str]:
         return sorted(pod for pod, holding in self.pods.items() if holding.uid == uid)

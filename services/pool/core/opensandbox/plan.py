@@ -36,11 +36,14 @@ Where a pass differs from upstream's on purpose, besides the ledger's rules:
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
+
+import msgspec
 
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASED,
@@ -357,6 +360,7 @@ def _allocate(
         pods=pods,
         released={uid: sorted(set(v)) for uid, v in released.items() if uid in known and v},
         lost={uid: sorted(set(v)) for uid, v in lost.items() if uid in known and v},
+        next_pod=ledger.next_pod,
     )
     return short
 
@@ -455,6 +459,17 @@ def _scale(
     )
     expected = run.obs.expectations
     if expected is not None and expected.pending("Pod"):
+        # Creates of ours that got no answer (a worker killed mid-create, a request timed
+        # out): the same name again makes the Pod or answers AlreadyExists, never a second.
+        known = {_name(p) for p in run.obs.pods}
+        lost = sorted(expected.unanswered("Pod") - known)
+        if lost and _template_spec(pool) is not None:
+            again = [
+                Create(_pod_body(run, name), why="a create without an answer, again")
+                for name in lost
+            ]
+            run.actions.append(Together(tuple(again)) if len(again) > 1 else again[0])
+            run.notes.append(f"{len(lost)} create(s) without an answer issued again")
         run.notes.append("waiting for its own creates to show")
         return EXPECTATIONS_RECHECK
     not_ready = sum(1 for p in schedulable if not is_pod_ready(p))
@@ -467,11 +482,15 @@ def _scale(
         max_unavailable=(spec.get("scaleStrategy") or {}).get("maxUnavailable"),
     )
     if create:
-        template = spec.get("template")
-        if not isinstance(template, Mapping) or not template.get("spec"):
+        if _template_spec(pool) is None:
             run.notes.append(f"{create} Pod(s) wanted, but the Pool has no template to make them")
             return None
-        creates = [Create(_pod_body(run), why="fill the buffer") for _ in range(create)]
+        first = run.ledger.next_pod
+        run.ledger = msgspec.structs.replace(run.ledger, next_pod=first + create)
+        creates = [
+            Create(_pod_body(run, _pod_name(run, first + n)), why="fill the buffer")
+            for n in range(create)
+        ]
         run.actions.append(Together(tuple(creates)) if len(creates) > 1 else creates[0])
         run.notes.append(f"creating {create} toward {desired}")
         return None
@@ -485,12 +504,37 @@ def _scale(
     return None
 
 
-def _pod_body(run: _Pass) -> Json:
+def _template_spec(pool: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    template = (pool.get("spec") or {}).get("template")
+    if not isinstance(template, Mapping) or not template.get("spec"):
+        return None
+    spec: Mapping[str, Any] = template["spec"]
+    return spec
+
+
+_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+"""The API server's generateName alphabet (no vowels, no look-alikes)."""
+
+
+def _pod_name(run: _Pass, number: int) -> str:
+    """A new Pod's name: ``<pool>-`` and five characters, as ``generateName`` would give, but
+    decided here, so that a create whose answer was lost (the worker killed mid-create) is
+    issued again under the same name (the expectations keep it) instead of leaving a create
+    the runtime waits for until it lapses. The annotations name Pods, so a name is never
+    handed out twice: it comes from the pass's time and the memo's count, and a memo lost
+    (the count starting over) comes back at a later time."""
+    seed = f"{metadata_of(run.pool).get('uid')}/{run.now.isoformat()}/{number}"
+    digest = hashlib.sha256(seed.encode()).digest()
+    suffix = "".join(_NAME_ALPHABET[byte % len(_NAME_ALPHABET)] for byte in digest[:5])
+    return f"{run.obs.name}-{suffix}"
+
+
+def _pod_body(run: _Pass, name: str) -> Json:
     template = (run.pool.get("spec") or {}).get("template") or {}
     meta = template.get("metadata") or {}
     pool_meta = metadata_of(run.pool)
     metadata: Json = {
-        "generateName": f"{run.obs.name}-",
+        "name": name,
         "namespace": run.obs.namespace,
         "labels": {
             **(meta.get("labels") or {}),

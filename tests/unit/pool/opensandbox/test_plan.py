@@ -940,8 +940,10 @@ def test_an_evicted_pod_is_replaced_and_an_allocated_one_kept() -> None:
 
 
 def test_created_pods_are_the_pools() -> None:
-    """§2.7: ``generateName "<pool>-"``, the template's labels, annotations and finalizers, the
-    pool-name and pool-revision labels and a controller reference to the Pool."""
+    """§2.7: named ``<pool>-`` and five characters (as ``generateName`` would, but decided by
+    the planner from the ledger's count, so that a lost create is issued again under its
+    name), the template's labels, annotations and finalizers, the pool-name and pool-revision
+    labels and a controller reference to the Pool."""
     template = {
         "metadata": {
             "labels": {"app": "x"},
@@ -953,7 +955,7 @@ def test_created_pods_are_the_pools() -> None:
     body = pool(template=template)
     (created,) = pod_creates(plan(body))
     meta = created["metadata"]
-    assert meta["generateName"] == f"{POOL}-"
+    assert meta["name"].startswith(f"{POOL}-") and len(meta["name"]) == len(POOL) + 6
     assert meta["labels"] == {
         "app": "x",
         LABEL_POOL_NAME: POOL,
@@ -1003,6 +1005,32 @@ def test_own_creates_not_seen_yet_hold_the_scale() -> None:
     assert planned.requeue_after == EXPECTATIONS_RECHECK
     assert holders(planned.memo) == {"pod1": "sbx1"}
     assert status_written(planned) is not None
+
+
+def test_a_create_that_got_no_answer_is_issued_again_under_its_name() -> None:
+    """A worker killed between deciding a create (its expectation on the bus) and the answer:
+    the next worker sends the same create again, under the same name, rather than waiting
+    for the expectation to lapse (the Pool would stay short for minutes); a create that got
+    its answer and is not on the bus yet is only waited for."""
+    expected = Expectations(
+        owner_uid=POOL_UID,
+        entries=(
+            Expected(verb="create", kind="Pod", namespace="default", name="pool-lost1", since=NOW),
+            Expected(
+                verb="create",
+                kind="Pod",
+                namespace="default",
+                name="pool-known",
+                uid="uid-known",
+                since=NOW,
+            ),
+        ),
+    )
+    planned = plan_open_pool(
+        observe(pool(buffer_min=3, buffer_max=3), pod("pod1"), expectations=expected), NOW
+    )
+    assert [c["metadata"]["name"] for c in pod_creates(planned)] == ["pool-lost1"]
+    assert planned.requeue_after == EXPECTATIONS_RECHECK
 
 
 def test_the_status_counts() -> None:

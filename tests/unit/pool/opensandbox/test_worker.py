@@ -79,5 +79,5 @@ def test_the_reconciler_keeps_a_ledger_and_expectations() -> None:
     inputs = reconciler.observe(POOL_KEY, Observed(cache=cache, memo=memo))
     assert inputs.ledger == ledger_of({"pod1": "s"})
     planned = reconciler.plan(inputs, NOW)
-    assert planned.memo == ledger_of({"pod1": "s"})
+    assert planned.memo.pods == ledger_of({"pod1": "s"}).pods
     msgspec.json.encode(inputs)  # a decision can record it
