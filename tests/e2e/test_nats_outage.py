@@ -120,6 +120,14 @@ async def test_a_service_whose_connection_is_gone_for_good_exits_non_zero(tmp_pa
                     return bool(found and found[0].get("status"))
 
                 await until(seen, within=60)
+
+                async def pool_serving() -> bool:
+                    # Connected and serving, not still connecting: a process that never
+                    # reached NATS ends with another message.
+                    log = (logs / "pool.log").read_text()
+                    return "connected to NATS" in log and "leads default/sandbus-pool" in log
+
+                await until(pool_serving, within=60)
                 await asyncio.to_thread(nats_server.stop)
                 async with asyncio.timeout(30):
                     codes = await asyncio.gather(watcher.wait(), worker.wait(), pool.wait())
