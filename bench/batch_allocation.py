@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import shutil
 import statistics
@@ -40,7 +39,7 @@ from typing import Any
 import aiohttp
 import nats
 from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, progress, sequential_writes
-from sandbus_processes import start_sandbus, stop
+from sandbus_processes import start_devcluster, start_sandbus, stop
 
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.natsd import NatsServer
@@ -140,21 +139,12 @@ async def main(args: argparse.Namespace) -> None:
         with NatsServer(store_dir=workdir / "nats") as natsd:
             connection = await nats.connect(natsd.url)
             await ensure_bus(connection.jetstream(), BusConfig())
-            processes["devcluster"] = start_sandbus(
-                [
-                    "devcluster",
-                    "--port",
-                    "0",
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--pod-ready-delay",
-                    str(args.pod_ready_delay),
-                    "--write-latency-ms",
-                    str(args.write_latency_ms),
-                    "--nodes",
-                    str(math.ceil(3 * args.replicas / 110)),
-                ],
+            processes["devcluster"] = start_devcluster(
+                kubeconfig,
                 workdir / "devcluster.log",
+                pod_ready_delay=args.pod_ready_delay,
+                write_latency_ms=args.write_latency_ms,
+                pods=3 * args.replicas,
             )
             url = await cluster_url(kubeconfig, processes["devcluster"])
             for service in ("watcher", "pool", "claim"):

@@ -46,7 +46,7 @@ from typing import Any
 import aiohttp
 import nats
 from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, is_ready, progress, sequential_writes
-from sandbus_processes import start_sandbus, stop
+from sandbus_processes import start_devcluster, start_sandbus, stop
 
 from api.keys import LABEL_LAUNCH_TYPE, LABEL_WARM_POOL_SANDBOX, name_hash
 from events.subjects import warm_queue_filter
@@ -195,21 +195,12 @@ async def main(args: argparse.Namespace) -> None:
             js = connection.jetstream()
             await ensure_bus(js, BusConfig())
             pods = args.pool + 2 * len(schedule) + 10
-            processes["devcluster"] = start_sandbus(
-                [
-                    "devcluster",
-                    "--port",
-                    "0",
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--pod-ready-delay",
-                    str(args.pod_ready_delay),
-                    "--write-latency-ms",
-                    str(args.write_latency_ms),
-                    "--nodes",
-                    str(math.ceil(pods / 110)),
-                ],
+            processes["devcluster"] = start_devcluster(
+                kubeconfig,
                 workdir / "devcluster.log",
+                pod_ready_delay=args.pod_ready_delay,
+                write_latency_ms=args.write_latency_ms,
+                pods=pods,
             )
             url = await cluster_url(kubeconfig, processes["devcluster"])
             for service in ("watcher", "sandbox", "pool", "claim"):

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -45,7 +44,7 @@ from typing import Any
 import aiohttp
 import nats
 from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, is_ready, pod, progress, to_ready
-from sandbus_processes import start_sandbus, stop
+from sandbus_processes import start_devcluster, start_sandbus, stop
 
 from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
 from services.runtime.bus import BusConfig, ensure_bus
@@ -131,21 +130,12 @@ async def main(args: argparse.Namespace) -> None:
             connection = await nats.connect(natsd.url)
             await ensure_bus(connection.jetstream(), BusConfig())
             await connection.close()
-            devcluster = start_sandbus(
-                [
-                    "devcluster",
-                    "--port",
-                    "0",
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--pod-ready-delay",
-                    str(args.pod_ready_delay),
-                    "--write-latency-ms",
-                    str(args.write_latency_ms),
-                    "--nodes",
-                    str(math.ceil((2 * args.size + 2) / 110)),
-                ],
+            devcluster = start_devcluster(
+                kubeconfig,
                 workdir / "devcluster.log",
+                pod_ready_delay=args.pod_ready_delay,
+                write_latency_ms=args.write_latency_ms,
+                pods=2 * args.size + 2,
             )
             processes["devcluster"] = devcluster
             url = await cluster_url(kubeconfig, devcluster)

@@ -5,6 +5,7 @@ Imported by the scripts next to it (``python bench/<script>.py`` puts this folde
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -26,6 +27,34 @@ def start_sandbus(
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
         )
+
+
+def start_devcluster(
+    kubeconfig: Path,
+    log: Path,
+    *,
+    pod_ready_delay: float,
+    write_latency_ms: float,
+    pods: int,
+) -> subprocess.Popen[bytes]:
+    """``sandbus devcluster`` on a free port, writing ``kubeconfig``, with enough simulated
+    nodes for ``pods`` Pods (110 each, as a real node allows)."""
+    return start_sandbus(
+        [
+            "devcluster",
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--pod-ready-delay",
+            str(pod_ready_delay),
+            "--write-latency-ms",
+            str(write_latency_ms),
+            "--nodes",
+            str(max(1, math.ceil(pods / 110))),
+        ],
+        log,
+    )
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

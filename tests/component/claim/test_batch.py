@@ -11,7 +11,6 @@ more replica is one more Pod; the expiry deletes the sandbox. Every wait is boun
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -34,7 +33,7 @@ from tests.component.sandbox.conftest import (
     api_client,
     bounded,
     cluster_and_watcher,
-    running,
+    loaded,
     until,
 )
 
@@ -77,12 +76,7 @@ async def claim_worker_running(
             bus=bus,
             settings=WorkerSettings(concurrency=4, max_delay=2.0),
         )
-        async with running(worker.run(), "claim worker") as task:
-            async with asyncio.timeout(20):
-                while not worker.feed.loaded.is_set():
-                    if task.done():
-                        task.result()
-                    await asyncio.sleep(0.02)
+        async with loaded(worker, "claim worker"):
             yield worker
 
 

@@ -33,7 +33,7 @@ from tests.component.sandbox.conftest import (
     bounded,
     cluster_and_watcher,
     condition,
-    running,
+    loaded,
     sandbox_worker_running,
     until,
 )
@@ -133,12 +133,7 @@ async def pool_worker_running(
             bus=bus,
             settings=WorkerSettings(concurrency=4, max_delay=2.0),
         )
-        async with running(worker.run(), "pool worker") as task:
-            async with asyncio.timeout(20):
-                while not worker.feed.loaded.is_set():
-                    if task.done():
-                        task.result()
-                    await asyncio.sleep(0.02)
+        async with loaded(worker, "pool worker"):
             yield worker
 
 

@@ -243,6 +243,18 @@ async def cluster_and_watcher(
 
 
 @contextlib.asynccontextmanager
+async def loaded(worker: Worker, what: str) -> AsyncIterator[Worker]:
+    """Run ``worker`` until the block ends; enter once it has loaded the state table."""
+    async with running(worker.run(), what) as task:
+        async with asyncio.timeout(20):
+            while not worker.feed.loaded.is_set():
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.02)
+        yield worker
+
+
+@contextlib.asynccontextmanager
 async def sandbox_worker_running(
     cluster: DevCluster,
     js: JetStreamContext,
@@ -263,12 +275,7 @@ async def sandbox_worker_running(
             settings=WorkerSettings(concurrency=16, max_delay=2.0),
             tracer=tracer,
         )
-        async with running(worker.run(), "sandbox worker") as task:
-            async with asyncio.timeout(20):
-                while not worker.feed.loaded.is_set():
-                    if task.done():
-                        task.result()
-                    await asyncio.sleep(0.02)
+        async with loaded(worker, "sandbox worker"):
             yield worker, kube
 
 
