@@ -48,6 +48,13 @@ async def ready(kube: KubeApi, names: list[str]) -> bool:
     return all(condition(found.get(name)) == ("True", "DependenciesReady") for name in names)
 
 
+async def pool_serving(logs: Path) -> bool:
+    """The pool worker is connected and leading, not still starting: NATS stopped during its
+    start would end it another way (a service does not start without the bus)."""
+    log = (logs / "pool.log").read_text()
+    return "connected to NATS" in log and "leads default/sandbus-pool" in log
+
+
 async def test_every_service_serves_again_after_nats_returns(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -69,6 +76,7 @@ async def test_every_service_serves_again_after_nats_returns(tmp_path: Path) -> 
                 for name in before:
                     await kube.create(sandbox_body(name))
                 await until(lambda: ready(kube, before), within=60)
+                await until(lambda: pool_serving(logs), within=60)
 
                 await asyncio.to_thread(nats_server.stop)
                 await asyncio.sleep(3)  # both services' reconnect attempts fail meanwhile
@@ -121,13 +129,7 @@ async def test_a_service_whose_connection_is_gone_for_good_exits_non_zero(tmp_pa
 
                 await until(seen, within=60)
 
-                async def pool_serving() -> bool:
-                    # Connected and serving, not still connecting: a process that never
-                    # reached NATS ends with another message.
-                    log = (logs / "pool.log").read_text()
-                    return "connected to NATS" in log and "leads default/sandbus-pool" in log
-
-                await until(pool_serving, within=60)
+                await until(lambda: pool_serving(logs), within=60)
                 await asyncio.to_thread(nats_server.stop)
                 async with asyncio.timeout(30):
                     codes = await asyncio.gather(watcher.wait(), worker.wait(), pool.wait())
