@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -86,7 +87,11 @@ async def _embedded_nats(directory: Path) -> AsyncIterator[str]:
 @contextlib.asynccontextmanager
 async def _development_cluster(directory: Path) -> AsyncIterator[Path]:
     from services.devcluster.cluster import DevCluster  # development only
+    from services.snapshot.service import DEVELOPMENT_REGISTRY, REGISTRY_ENV
 
+    # The development cluster's commits are simulated and push nowhere: any registry name does,
+    # and snapshots work with no configuration. A registry set by the user is kept.
+    os.environ.setdefault(REGISTRY_ENV, DEVELOPMENT_REGISTRY)
     async with DevCluster(data_dir=directory / "cluster") as cluster:
         kubeconfig = cluster.write_kubeconfig(directory / "devcluster.kubeconfig")
         _status("kubernetes", f"{cluster.url} (development cluster, data {directory / 'cluster'})")

@@ -24,6 +24,10 @@ Environment, besides the shell's (upstream's flag after each):
     ``/etc/sandbox-config/allowed-label-domains``; so does this, when the variable is unset and
     the file exists).
 
+``SANDBUS_CLAIM_RESUME_PULL_SECRET``
+    An image pull Secret a BatchSandbox resuming from its pause snapshot gets in its template,
+    for the snapshot registry (``--resume-pull-secret``); default none.
+
 A value that does not parse stops the service at start, with the variable named.
 """
 
@@ -92,7 +96,11 @@ def _taker(env: Mapping[str, str]) -> WarmTaker:
 
 def definition() -> WorkerDefinition:
     """The claim worker as this environment configures it."""
-    return claim_worker(settings_from(os.environ), _taker(os.environ))
+    return claim_worker(
+        settings_from(os.environ),
+        _taker(os.environ),
+        resume_pull_secret=os.environ.get(_PREFIX + "RESUME_PULL_SECRET", "").strip(),
+    )
 
 
 async def serve(settings: Settings, *, bus: BusConfig | None = None) -> None:

@@ -5,7 +5,8 @@ its reconcilers.
 warm sandbox from the claim's pool queue, or start cold; keep the status. ``SandboxWarmPool``
 keys by :func:`~services.claim.core.queues.plan_queue`: a pool's queue goes with the pool.
 OpenSandbox ``BatchSandbox`` keys by :func:`~services.claim.core.batch.plan.plan_batch`: its
-Pods in template mode, its endpoints and status (the Pool, in the pool worker, allocates).
+Pods in template mode, pause and resume, its endpoints and status (the Pool, in the pool
+worker, allocates; the snapshot worker commits the pause snapshot).
 
 Following upstream's watches (spec/agent-sandbox.md §3.2): a claim's change wakes it; a
 Sandbox's change wakes the claim that controls it; a pool's change of spec (its generation,
@@ -54,6 +55,7 @@ WATCHED_KINDS = (
     "BatchSandbox",
     "Pod",
     "Pool",
+    "SandboxSnapshot",
 )
 
 
@@ -96,13 +98,20 @@ class QueueReconciler:
 
 @dataclass(frozen=True)
 class BatchReconciler:
-    """OpenSandbox's BatchSandbox: its Pods (template mode), its endpoints and status."""
+    """OpenSandbox's BatchSandbox: its Pods (template mode), pause and resume, its endpoints and
+    status."""
 
+    resume_pull_secret: str = ""
     kind: str = field(default="BatchSandbox", init=False)
     expects: ClassVar[bool] = True
 
     def observe(self, key: ObjectKey, observed: Observed) -> BatchObservation:
-        return observe_batch(key, observed.cache, expectations=observed.expectations)
+        return observe_batch(
+            key,
+            observed.cache,
+            expectations=observed.expectations,
+            pull_secret=self.resume_pull_secret,
+        )
 
     def plan(self, inputs: BatchObservation, now: datetime) -> Plan:
         return plan_batch(inputs, now)
@@ -110,10 +119,16 @@ class BatchReconciler:
 
 def _batch_wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
     """A BatchSandbox is woken by itself, by the Pods it controls or the Pool gave it (their
-    IPs and readiness are its status), and by its Pool (capacity, or a Pool for ``"*"``)."""
+    IPs and readiness are its status), by its Pool (capacity, or a Pool for ``"*"``), and by
+    the snapshots it controls (its pause snapshot's phase)."""
     key = key_of(obj, kind)
     if kind == "BatchSandbox":
         yield key
+        return
+    if kind == "SandboxSnapshot":
+        owner = controller_of(obj)
+        if owner is not None and owner.get("kind") == "BatchSandbox":
+            yield ObjectKey("BatchSandbox", key.namespace, str(owner.get("name") or ""))
         return
     if kind == "Pool":
         for sandbox in cache.objects("BatchSandbox", key.namespace):
@@ -159,7 +174,7 @@ class ClaimWakes:
     templates: set[str] = field(default_factory=set)
 
     def __call__(self, kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
-        if kind in ("BatchSandbox", "Pod", "Pool"):
+        if kind in ("BatchSandbox", "Pod", "Pool", "SandboxSnapshot"):
             yield from _batch_wakes(kind, obj, cache)
             return
         key = key_of(obj, kind)
@@ -199,7 +214,10 @@ class ClaimWakes:
 
 
 def claim_worker(
-    settings: ClaimSettings | None = None, taker: WarmTaker | None = None
+    settings: ClaimSettings | None = None,
+    taker: WarmTaker | None = None,
+    *,
+    resume_pull_secret: str = "",
 ) -> WorkerDefinition:
     taker = taker or WarmTaker(spread=queued_nodes)
     return WorkerDefinition(
@@ -207,7 +225,7 @@ def claim_worker(
         reconcilers=(
             ClaimReconciler(settings or ClaimSettings()),
             QueueReconciler(),
-            BatchReconciler(),
+            BatchReconciler(resume_pull_secret),
         ),
         watched_kinds=WATCHED_KINDS,
         wakes=ClaimWakes(),

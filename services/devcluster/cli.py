@@ -1,8 +1,9 @@
 """``sandbus devcluster``: run the development cluster until SIGTERM or Ctrl-C.
 
 Writes a kubeconfig for it (``--kubeconfig``), so kubectl and the services can be pointed at it,
-and exits with 0 on a clean shutdown. ``--nodes`` and ``--pod-ready-delay`` configure the
-simulated kubelet; ``--write-latency-ms`` sets the latency model to a real API server's.
+and exits with 0 on a clean shutdown. ``--nodes``, ``--pod-ready-delay`` and ``--job-delay`` (how
+long a simulated Job, an image-committer's too, runs) configure the simulated kubelet;
+``--write-latency-ms`` sets the latency model to a real API server's.
 sandbus's own CRDs are always served (generated from the API types); ``--crds`` adds more.
 ``--advertise-host``/``--advertise-url`` name the server in the kubeconfig when the listen
 address is not one clients can use (``--host 0.0.0.0`` in a container).
@@ -24,8 +25,9 @@ from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from services.devcluster.cluster import DevCluster
+    from services.devcluster.controllers import SimulationSettings
 
-__all__ = ["register"]
+__all__ = ["register", "simulation_settings"]
 
 
 def _server_url(value: str) -> str:
@@ -79,6 +81,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--pod-ready-delay", type=float, default=0.2, help="seconds until a started Pod is Ready"
     )
     parser.add_argument(
+        "--job-delay",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds a simulated Job runs before it completes or fails (default: 0.1)",
+    )
+    parser.add_argument(
         "--write-latency-ms",
         type=float,
         default=None,
@@ -90,7 +99,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _run(args: argparse.Namespace) -> int:
     from services.devcluster.cluster import DevCluster
-    from services.devcluster.controllers import SimulationSettings
     from services.devcluster.faults import LatencyModel
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -109,9 +117,21 @@ def _run(args: argparse.Namespace) -> int:
         data_dir=args.data,
         latency=latency,
         seed=args.seed,
-        simulation=SimulationSettings(nodes=args.nodes, pod_ready_delay=args.pod_ready_delay),
+        simulation=simulation_settings(args),
     )
     return asyncio.run(_serve(cluster, args.kubeconfig))
+
+
+def simulation_settings(args: argparse.Namespace) -> SimulationSettings:
+    """The simulated components' settings from the command line."""
+    from services.devcluster.controllers import SimulationSettings
+
+    options = {}
+    if args.job_delay is not None:  # only when given: the kubelet's own default stays in force
+        options["kubelet"] = {"job_delay": args.job_delay}
+    return SimulationSettings(
+        nodes=args.nodes, pod_ready_delay=args.pod_ready_delay, options=options
+    )
 
 
 async def _serve(cluster: DevCluster, kubeconfig: Path) -> int:

@@ -48,6 +48,7 @@ SERVICES: dict[str, str] = {
     "sandbox": "services.sandbox.service:serve",
     "pool": "services.pool.service:serve",
     "claim": "services.claim.service:serve",
+    "snapshot": "services.snapshot.service:serve",
 }
 """Service name → ``"module:function"`` of its ``serve(settings)``; each service adds itself."""
 
@@ -55,6 +56,7 @@ WORKERS: dict[str, str] = {
     "sandbox": "services.sandbox.service:definition",
     "pool": "services.pool.service:definition",
     "claim": "services.claim.service:definition",
+    "snapshot": "services.snapshot.service:definition",
 }
 """Worker name → ``"module:function"`` returning its ``WorkerDefinition`` as the service
 configures it from the environment (what ``sandbus explain --rerun`` re-runs decisions with)."""

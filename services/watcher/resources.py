@@ -12,7 +12,8 @@ Pod                         label ``agents.x-k8s.io/sandbox-name-hash`` (a Sandb
                             or not), ``agents.x-k8s.io/adoptable`` (a pre-provisioned Pod we
                             may adopt), ``sandbox.opensandbox.io/pool-name`` (a Pool's Pod),
                             ``batch-sandbox.sandbox.opensandbox.io/name`` (a non-pooled
-                            BatchSandbox Pod)
+                            BatchSandbox Pod), ``sandbox.opensandbox.io/sandbox-snapshot-name``
+                            (a commit Job's Pod, which reports the committed images)
 Service                     label ``agents.x-k8s.io/sandbox-name-hash``,
                             ``agents.x-k8s.io/adoptable``
 PersistentVolumeClaim       label ``agents.x-k8s.io/sandbox-name-hash``,
@@ -222,7 +223,12 @@ _AGENT_SANDBOX_OWNED = (LABEL_SANDBOX_NAME_HASH, LABEL_ADOPTABLE)
 BUILTIN_RESOURCES: tuple[WatchedResource, ...] = (
     WatchedResource(
         kind="Pod",
-        label_keys=(*_AGENT_SANDBOX_OWNED, LABEL_POOL_NAME, LABEL_BATCH_SANDBOX_NAME),
+        label_keys=(
+            *_AGENT_SANDBOX_OWNED,
+            LABEL_POOL_NAME,
+            LABEL_BATCH_SANDBOX_NAME,
+            LABEL_SANDBOX_SNAPSHOT_NAME,
+        ),
     ),
     WatchedResource(kind="Service", label_keys=_AGENT_SANDBOX_OWNED),
     WatchedResource(kind="PersistentVolumeClaim", label_keys=_AGENT_SANDBOX_OWNED),

@@ -20,6 +20,8 @@ pass and a run is reproducible whatever order the events arrive in. The modes:
 - ``unschedulable`` — PodScheduled=False, Unschedulable.
 
 A Job fails under ``crash``, ``exit-1`` or ``image-pull`` (on the Job or its Pod template).
+An image-committer Job (see :mod:`.committer`) also fails when its source Pod carries
+``devcluster.sandbus.io/fail-commit``, with the annotation's value as the committer's message.
 """
 
 from __future__ import annotations
@@ -36,9 +38,19 @@ if TYPE_CHECKING:
     # Only for the annotation: the Job controller's module imports this one.
     from services.devcluster.kubelet.jobs import JobAction
 
-__all__ = ["FAILURE_MODES", "FAIL_ANNOTATION", "FailureRule", "KubeletConfig", "failure_mode"]
+__all__ = [
+    "FAILURE_MODES",
+    "FAIL_ANNOTATION",
+    "FAIL_COMMIT_ANNOTATION",
+    "FailureRule",
+    "KubeletConfig",
+    "failure_mode",
+]
 
 FAIL_ANNOTATION = "devcluster.sandbus.io/fail"
+# On a Pod that an image-committer Job commits from: the commit fails, with this value (or a
+# default message) as what the committer reports.
+FAIL_COMMIT_ANNOTATION = "devcluster.sandbus.io/fail-commit"
 FAILURE_MODES = frozenset(
     {"image-pull", "crash", "exit-0", "exit-1", "never-ready", "unschedulable"}
 )

@@ -12,6 +12,12 @@ asked for. The writes: bind through ``pods/binding``, merge-patch ``pods/status`
 precondition, as the kubelet's status manager does. A 404 or 409 ends the plan quietly (the
 watch brings the version to plan from next); anything else is logged and retried after 0.5 s.
 
+The Job controller's action runs as a task of its own, handed a lookup into the Pod cache (an
+image-committer Job commits from the Pod it names). When the outcome carries what the Job's Pod
+reports, the Pod is created (a 409 AlreadyExists is an earlier pass's) and its finished status
+written through ``pods/status`` before the Job's own; Pods controlled by a Job are otherwise
+left alone, by the kubelet's planner and by the scheduler's tally below.
+
 The scheduler's tally lives here, because only the shell sees every pod event: for each live
 pod that holds a node and has not finished, its node and IP, with the sums per node, updated per
 event rather than recounted per decision (which made a burst of N pods cost N²). Decisions the
@@ -36,13 +42,20 @@ from services.devcluster.informer import Informer, ObjectKey, WorkQueue, cancel_
 from services.devcluster.kubelet.actions import (
     Action,
     BindPod,
+    CreatePod,
     DeletePod,
     Instant,
     LaunchJob,
     PatchStatus,
 )
 from services.devcluster.kubelet.config import KubeletConfig
-from services.devcluster.kubelet.jobs import JobMemory, JobOutcome, default_job_action, plan_job
+from services.devcluster.kubelet.jobs import (
+    JobMemory,
+    JobOutcome,
+    controlled_by_job,
+    default_job_action,
+    plan_job,
+)
 from services.devcluster.kubelet.nodes import ClusterView, node_object, node_status, nodes_for
 from services.devcluster.kubelet.scheduling import is_unschedulable
 from services.devcluster.kubelet.stages import StageMemory, observe_stage, plan_pod
@@ -210,7 +223,7 @@ class Kubelet:
                     del ips[ip]
         held: str | None = None
         status: Json = {}
-        if pod is not None:
+        if pod is not None and not self._written_by_jobs(pod):
             held = (pod.get("spec") or {}).get("nodeName") or self._reserved_nodes.get(uid)
             status = pod.get("status") or {}
         if not held or status.get("phase") in ("Succeeded", "Failed"):
@@ -223,6 +236,10 @@ class Kubelet:
         self._pods_on_node[node] += 1
         if ip:
             self._ips_on_node.setdefault(node, Counter())[ip] += 1
+
+    def _written_by_jobs(self, pod: Json) -> bool:
+        """A Job's Pod, which the Job simulation writes finished: it takes no room on a node."""
+        return self.config.manage_jobs and controlled_by_job(pod)
 
     def _on_job(self, kind: str, job: Json, old: Json | None) -> None:
         key: Hashable = ("job", *object_key(job))
@@ -276,7 +293,8 @@ class Kubelet:
         at = Instant(asyncio.get_running_loop().time(), _wall_now())
         # Only scheduling and IP allocation look at other pods; the rest plan with the nodes.
         view = ClusterView(self.nodes)
-        if observe_stage(pod, view) in ("unbound", "creating"):
+        stage = observe_stage(pod, view, jobs_simulated=self.config.manage_jobs)
+        if stage in ("unbound", "creating"):
             view = self.cluster_view()
         decision = plan_pod(pod, self._memory.get(uid), at, self.config, view)
         if decision.memory is not None:
@@ -331,7 +349,9 @@ class Kubelet:
 
     async def _patch_status(self, url: str, action: PatchStatus, name: str) -> bool:
         assert self._session is not None
-        body = {"metadata": {"resourceVersion": action.resource_version}, "status": action.status}
+        body: Json = {"status": action.status}
+        if action.resource_version:  # empty: no precondition (a Pod the Job controller made)
+            body["metadata"] = {"resourceVersion": action.resource_version}
         async with self._session.patch(
             url,
             params={"fieldManager": self.config.field_manager},
@@ -367,13 +387,40 @@ class Kubelet:
                 task = asyncio.create_task(self._run_job(job, uid, queue_key))
                 self._job_tasks.add(task)
                 task.add_done_callback(self._job_tasks.discard)
+            elif isinstance(action, CreatePod):
+                if not await self._create_job_pod(action):
+                    # No event of the Job's would bring it back: look again shortly.
+                    self._queue.add_after(queue_key, 0.5)
+                    break
             elif isinstance(action, PatchStatus):
                 url = f"{self.base_url}/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status"
                 if not await self._patch_status(url, action, name):
                     break
 
+    async def _create_job_pod(self, action: CreatePod) -> bool:
+        """Create the Job's Pod, then write its finished status."""
+        assert self._session is not None
+        metadata = action.pod.get("metadata") or {}
+        namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+        url = f"{self.base_url}/api/v1/namespaces/{namespace}/pods"
+        async with self._session.post(
+            url, params={"fieldManager": self.config.field_manager}, json=action.pod
+        ) as response:
+            body = await response.text()
+            # 409: the name comes from the Job's uid, so it is an earlier pass's Pod of this
+            # Job (its status write may not have gone out): write the status all the same.
+            if response.status != 409 and not self._accept(response.status, "create", name, body):
+                return False
+        # No resourceVersion precondition: nobody else writes this Pod's status.
+        return await self._patch_status(
+            f"{url}/{name}/status", PatchStatus(action.status, ""), name
+        )
+
+    def _cached_pod(self, namespace: str, name: str) -> Json | None:
+        return self._pods.get((namespace, name)) if self._pods is not None else None
+
     async def _run_job(self, job: Json, uid: str, queue_key: Hashable) -> None:
-        action = self.config.job_action or default_job_action(self.config)
+        action = self.config.job_action or default_job_action(self.config, self._cached_pod)
         try:
             result = await action(job)
             outcome = result if isinstance(result, JobOutcome) else JobOutcome(bool(result))

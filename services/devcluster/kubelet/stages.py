@@ -4,10 +4,12 @@
 ``bound``, ``creating``, ``running:<restarts>``, ``ready:<restarts>``, ``backoff:<restarts>``,
 ``exited`` (a container's process ended while the Pod runs), ``image-pull-error``,
 ``image-pull-backoff``, ``deleting`` (and ``deleting-unbound``, which needs no kubelet),
-``terminal``, or ``foreign`` for a Pod on a node this kubelet does not run or for another
-scheduler. Nothing but the object says where a Pod is, so a restarted shell,
-a relist or a write by someone else cannot put the simulation out of step with what the API
-shows.
+``terminal``, ``foreign`` for a Pod on a node this kubelet does not run or for another
+scheduler, and ``job-pod`` (``deleting-job-pod``) for a Pod controlled by a Job, whose status
+the Job simulation writes in one go (:mod:`.jobs`): while that simulation runs, the kubelet
+neither binds, starts nor patches it, and only finishes its deletion. Nothing but the object
+says where a Pod is, so a restarted shell, a relist or a write by someone else cannot put the
+simulation out of step with what the API shows.
 
 What the shell remembers is only *when* it first saw the current stage (:class:`StageMemory`),
 because the delays run from there: :func:`plan_pod` returns the write that moves the Pod on
@@ -40,6 +42,7 @@ from typing import Any
 
 from services.devcluster.kubelet.actions import Action, DeletePod, Instant, PatchStatus
 from services.devcluster.kubelet.config import KubeletConfig, failure_mode
+from services.devcluster.kubelet.jobs import controlled_by_job
 from services.devcluster.kubelet.nodes import ClusterView, allocate_pod_ip
 from services.devcluster.kubelet.scheduling import DEFAULT_SCHEDULER, schedule
 from services.devcluster.kubelet.statuses import (
@@ -80,14 +83,20 @@ class Decision:
     wake_after: float | None = None  # seconds from now; None: only a new event wakes it
 
 
-def observe_stage(pod: Json, view: ClusterView) -> str:
-    """Which stage of its life the pod is in, read from the object alone."""
+def observe_stage(pod: Json, view: ClusterView, *, jobs_simulated: bool = True) -> str:
+    """Which stage of its life the pod is in, read from the object alone.
+
+    ``jobs_simulated``: the Job simulation runs (``manage_jobs``), so it, not the kubelet,
+    writes the Pods of Jobs; without it they are run like any other."""
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     metadata = pod.get("metadata") or {}
     node = spec.get("nodeName")
     if node and view.node(node) is None:
         return "foreign"  # bound to a node this kubelet does not run
+    if jobs_simulated and controlled_by_job(pod):
+        # No container of a Job's Pod runs: the Job simulation writes what it shows.
+        return "deleting-job-pod" if metadata.get("deletionTimestamp") else "job-pod"
     if status.get("phase") in ("Succeeded", "Failed"):
         return "terminal"
     if metadata.get("deletionTimestamp"):
@@ -134,7 +143,7 @@ def plan_pod(
     view: ClusterView,
 ) -> Decision:
     """What the scheduler and kubelet do about ``pod`` now, and when to look at it again."""
-    stage = observe_stage(pod, view)
+    stage = observe_stage(pod, view, jobs_simulated=config.manage_jobs)
     if memory is None or memory.stage != stage:
         memory = StageMemory(stage, at.monotonic)
     elapsed = at.monotonic - memory.since
@@ -152,8 +161,10 @@ def plan_pod(
     def patch(status: Json, pod_ip: str | None = None) -> PatchStatus:
         return PatchStatus(status, rv, pod_ip)
 
-    if stage in ("foreign", "deleting-unbound"):
+    if stage in ("foreign", "deleting-unbound", "job-pod"):
         return Decision((), memory)
+    if stage == "deleting-job-pod":
+        return Decision((DeletePod(uid),), memory)  # nothing runs that needs stopping
     if stage == "terminal":
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             return Decision((DeletePod(uid),), memory)

@@ -4,8 +4,9 @@ Each ``*_status`` function returns a fresh ``status`` (or the part of it that ch
 moment of a Pod's life: pending in ContainerCreating or PodInitializing, an image pull failing
 and backing off, started, restarted, ready, exited with a code, one container's PID 1 ending
 (``kill 1`` through ``pods/exec``) and that container started again, terminated for a graceful
-deletion. :mod:`.stages` decides which one applies and when; this module only knows what a real
-kubelet puts in it, so that clients reading the object (kubectl, client
+deletion; and, for the Job controller, a Job's Pod that ran and finished
+(:func:`job_pod_status`). :mod:`.stages` decides which one applies and when; this module only
+knows what a real kubelet puts in it, so that clients reading the object (kubectl, client
 libraries' typed models, our own watcher) see the shapes they would see on a cluster:
 
 - Conditions come in upstream order (PodReadyToStartContainers, Initialized, Ready,
@@ -35,6 +36,7 @@ __all__ = [
     "crash_backoff",
     "exited_status",
     "go_duration",
+    "job_pod_status",
     "pending_status",
     "pull_backoff_status",
     "pull_failed_status",
@@ -477,3 +479,42 @@ def terminated_status(pod: Json, now: str) -> Json:
         status["state"] = {"terminated": terminated}
         statuses.append(status)
     return _finished(pod, now, "Failed" if any_failed else "Succeeded", statuses)
+
+
+def job_pod_status(pod: Json, exit_code: int, message: str, started: str, finished: str) -> Json:
+    """A Job's Pod whose containers ran from ``started`` and all exited ``exit_code`` at
+    ``finished``, ``message`` in their termination log: the one status the Job simulation
+    writes for it. It is planned before the Pod exists, so the container ids come from the
+    Pod's namespace and name (which carry the Job's uid), not from a uid it has yet to get."""
+    metadata = pod.get("metadata") or {}
+    statuses = []
+    for container in containers(pod):
+        name = str(container.get("name", ""))
+        container_id = "containerd://" + digest(
+            "job-pod", metadata.get("namespace"), metadata.get("name"), name
+        )
+        terminated: Json = {
+            "exitCode": exit_code,
+            "reason": "Completed" if exit_code == 0 else "Error",
+            "startedAt": started,
+            "finishedAt": finished,
+            "containerID": container_id,
+        }
+        if message:  # upstream leaves it out when the log is empty
+            terminated["message"] = message
+        statuses.append(
+            {
+                "name": name,
+                "image": container.get("image", ""),
+                "imageID": _image_id(str(container.get("image", ""))),
+                "containerID": container_id,
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "lastState": {},
+                "state": {"terminated": terminated},
+            }
+        )
+    status = _finished(pod, finished, "Succeeded" if exit_code == 0 else "Failed", statuses)
+    status["startTime"] = started
+    return status

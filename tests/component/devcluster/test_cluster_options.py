@@ -6,6 +6,7 @@
 - ``advertise_host`` / ``advertise_url`` name the server in the kubeconfig when the listen
   address is useless to clients (``0.0.0.0`` in a container); the cluster's own controllers
   keep using a local address.
+- ``--job-delay`` reaches the simulated kubelet only when given, so its default stays its own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import yaml
 from api.crd import crd_for
 from api.kinds import ALL_KINDS
 from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.devcluster.cli import register
+from services.devcluster.cli import register, simulation_settings
+from services.devcluster.kubelet.config import KubeletConfig
 from services.devcluster.lifecycle import CRD_STORAGE
 from tests.component.devcluster.test_kubelet import FAST, pod_body, watch_until
 
@@ -118,6 +120,14 @@ def test_the_command_line_defaults_keep_sandbus_crds_and_add_extra_ones() -> Non
     assert parse("--advertise-url", "http://devcluster:6443").advertise_url == (
         "http://devcluster:6443"
     )
+
+
+def test_the_job_delay_reaches_the_kubelet_only_when_given() -> None:
+    settings = simulation_settings(parse("--job-delay", "2.5", "--nodes", "3"))
+    assert (settings.nodes, settings.options) == (3, {"kubelet": {"job_delay": 2.5}})
+    # As the kubelet's entry point reads it: a dict of KubeletConfig fields.
+    assert KubeletConfig(**settings.options["kubelet"]).job_delay == 2.5
+    assert simulation_settings(parse()).options == {}  # the kubelet's default stays in force
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,7 @@ def test_our_kinds_are_selected_whole() -> None:
         ("Pod", {LABEL_ADOPTABLE: "true"}, True),
         ("Pod", {LABEL_POOL_NAME: "python"}, True),
         ("Pod", {LABEL_BATCH_SANDBOX_NAME: "bs"}, True),
+        ("Pod", {LABEL_SANDBOX_SNAPSHOT_NAME: "snap"}, True),
         ("Pod", {"app": "web"}, False),
         ("Pod", None, False),
         ("Service", {LABEL_SANDBOX_NAME_HASH: ""}, True),
@@ -128,6 +129,7 @@ def test_label_keys_are_left_to_the_api_server_one_watch_per_key() -> None:
         LABEL_ADOPTABLE,
         LABEL_POOL_NAME,
         LABEL_BATCH_SANDBOX_NAME,
+        LABEL_SANDBOX_SNAPSHOT_NAME,
     ]
     assert selectors("Service") == [LABEL_SANDBOX_NAME_HASH, LABEL_ADOPTABLE]
     assert selectors("PersistentVolumeClaim") == [LABEL_SANDBOX_NAME_HASH, LABEL_ADOPTABLE]

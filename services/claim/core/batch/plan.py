@@ -45,9 +45,14 @@ Status: counters, phase and conditions by the rules of §3.7 (one Ready Pod make
 ``lastTransitionTime`` moves only when its reason or message does), written as a merge patch
 of the whole status, only when it changes, with the sandbox's version as precondition. The
 first write waits for a Pod unless there is a condition of ours to report; the endpoints
-annotation's first write waits until it is not ``[]``. The task counters and the pause fields
-are carried over as they are, Pausing and Paused keep their phase, and Resuming is not told
-from the steady state (tasks and pause/resume are not built here).
+annotation's first write waits until it is not ``[]``. The task counters are carried over as
+they are (tasks are not built here).
+
+Pause and resume (:mod:`.pause`) come before the Pods: the pause/resume flow may write first
+(the pause snapshot, the spec of a sandbox that leaves its Pool or resumes from its
+snapshot), hold the Pods back (Pausing, Paused, a resume until its images are in the
+template), and set the phase and the PauseFailed/ResumeFailed conditions the status starts
+from.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ from api.opensandbox import (
 from api.patching.errors import PatchError
 from api.patching.strategic import strategic_merge_patch
 from services.claim.core.batch.assign import PoolAssigned, choose_pool, wants_auto_assign
+from services.claim.core.batch.pause import PauseStep, pause_snapshot_name, pause_step
 from services.pool.core.opensandbox.ledger import parse_pod_list
 from services.pool.core.opensandbox.scaling import is_pod_ready
 from services.runtime.cache import Json, ObjectCache, ObjectKey, labels_of, metadata_of
@@ -125,7 +131,11 @@ class BatchObservation(msgspec.Struct, frozen=True, kw_only=True):
     """The Pool its ``poolRef`` names."""
     pools: tuple[Json, ...] = ()
     """Every Pool of the namespace, when ``poolRef`` is ``"*"``."""
+    snapshot: Json | None = None
+    """Its pause snapshot ``<name>-pause``, if there is one."""
     expectations: Expectations | None = None
+    pull_secret: str = ""
+    """Added to the template's ``imagePullSecrets`` when it resumes from its snapshot."""
 
 
 def _pool_ref(sandbox: Mapping[str, Any]) -> str:
@@ -151,7 +161,11 @@ def pod_index(pod: Mapping[str, Any]) -> int | None:
 
 
 def observe_batch(
-    key: ObjectKey, cache: ObjectCache, *, expectations: Expectations | None = None
+    key: ObjectKey,
+    cache: ObjectCache,
+    *,
+    expectations: Expectations | None = None,
+    pull_secret: str = "",
 ) -> BatchObservation:
     sandbox = cache.get(key)
     if sandbox is None:
@@ -186,7 +200,11 @@ def observe_batch(
         taken=tuple(taken),
         pool=pool,
         pools=pools,
+        snapshot=cache.get(
+            ObjectKey("SandboxSnapshot", key.namespace, pause_snapshot_name(key.name))
+        ),
         expectations=expectations,
+        pull_secret=pull_secret,
     )
 
 
@@ -250,10 +268,20 @@ def plan_batch(obs: BatchObservation, now: datetime) -> Plan:
     if deleting:
         return _deleting(run)
     pods = _sorted_pods(run)
-    if not _pool_ref(sandbox) and (sandbox.get("status") or {}).get("phase") != "Paused":
+    step = pause_step(sandbox, pods, obs.snapshot, pull_secret=obs.pull_secret)
+    run.actions += step.actions
+    if step.note:
+        run.notes.append(step.note)
+    if step.requeue is not None:
+        run.later(step.requeue)
+    if step.stop:
+        return Plan(
+            actions=tuple(run.actions), reason=_reason(run, pods), requeue_after=run.requeue
+        )
+    if not _pool_ref(sandbox) and not step.hold_pods:
         _create_missing(run, pods)
     _endpoints(run, pods)
-    _status(run, pods)
+    _status(run, pods, step)
     return Plan(
         actions=tuple(run.actions),
         reason=_reason(run, pods),
@@ -491,24 +519,28 @@ def _capacity(run: _Pass) -> None:
         )
 
 
-def _phase(
-    current: Mapping[str, Any], pods: Sequence[Json], ready: int
-) -> tuple[str, dict[str, tuple[str, str]]]:
-    """The phase and the conditions it brings, by §3.7 (steady state)."""
-    phase = str(current.get("phase") or "")
+def _phase(phase: str, pods: Sequence[Json], ready: int) -> tuple[str, dict[str, tuple[str, str]]]:
+    """The phase and the conditions it brings, by §3.7, from the phase it had (or the one the
+    pause/resume flow moved it to): Pausing and Paused stay; Resuming lasts until a Pod is
+    Ready, and a Pod failing meanwhile fails the resume too."""
     wanted: dict[str, tuple[str, str]] = {}
     failures = [(p, reason) for p in pods if (reason := _failure(p)) is not None]
     if phase in ("Pausing", "Paused"):
         pass
     elif failures or phase == "Failed":
-        phase = "Failed"
         if failures:
             reason = Counter(r for _, r in failures).most_common(1)[0][0]
             message = (
                 f"{len(failures)}/{len(pods)} observed pods failed; primary reason={reason}; "
                 f"sample pod={_name(failures[0][0])}"
             )
+            if phase == "Resuming":
+                message += " during resume"
+                wanted["ResumeFailed"] = (reason, message)
             wanted["PodFailed"] = (reason, message)
+        phase = "Failed"
+    elif phase == "Resuming" and ready == 0:
+        pass
     else:
         phase = "Succeed" if ready > 0 else "Pending"
     if phase in _PHASE_CONDITIONS:
@@ -517,7 +549,7 @@ def _phase(
     return phase, wanted
 
 
-def _status(run: _Pass, pods: Sequence[Json]) -> None:
+def _status(run: _Pass, pods: Sequence[Json], step: PauseStep) -> None:
     sandbox = run.sandbox
     current: Json = dict(sandbox.get("status") or {})
     wanted: dict[str, tuple[str, str]]
@@ -534,13 +566,17 @@ def _status(run: _Pass, pods: Sequence[Json]) -> None:
         }
     else:
         ready = sum(1 for p in pods if _ready(p))
-        phase, wanted = _phase(current, pods, ready)
+        phase, wanted = _phase(step.phase or str(current.get("phase") or ""), pods, ready)
         counts = {
             "replicas": len(pods),
             "allocated": sum(1 for p in pods if (p.get("spec") or {}).get("nodeName") or _ip(p)),
             "ready": ready,
         }
     wanted.update(run.problems)
+    for kind, value in step.conditions.items():
+        if value is not None:
+            wanted[kind] = value
+    removed = {kind for kind, value in step.conditions.items() if value is None}
     stamp = rfc3339_nano(run.now)
     written: list[Json] = []
     for kind, (reason, message) in sorted(wanted.items()):
@@ -562,7 +598,11 @@ def _status(run: _Pass, pods: Sequence[Json]) -> None:
                 "lastTransitionTime": stamp,
             }
         )
-    written += [conditions[k] for k in _KEPT_CONDITIONS if k in conditions and k not in wanted]
+    written += [
+        conditions[k]
+        for k in _KEPT_CONDITIONS
+        if k in conditions and k not in wanted and k not in removed
+    ]
     desired: Json = {}
     generation = run.meta.get("generation")
     if isinstance(generation, int):
@@ -573,10 +613,18 @@ def _status(run: _Pass, pods: Sequence[Json]) -> None:
     for name in ("pauseObservedGeneration", "taskLastErrorMessage"):
         if name in current:
             desired[name] = current[name]
+    if step.acknowledge == "now" and isinstance(generation, int):
+        desired["pauseObservedGeneration"] = generation
     if not current.get("phase") and not pods and not run.problems and _replicas(sandbox) > 0:
         return  # upstream's first status waits for a Pod
     if _comparable(current) == _comparable(desired):
         return
+    observed = current.get("pauseObservedGeneration")
+    behind = not isinstance(observed, int) or (
+        isinstance(generation, int) and observed < generation
+    )
+    if step.acknowledge == "ride" and isinstance(generation, int) and behind:
+        desired["pauseObservedGeneration"] = generation
     run.actions.append(
         Patch(
             run.key,

@@ -775,9 +775,11 @@ def test_failed_is_sticky() -> None:
 
 
 def test_pause_conditions_survive_the_status_write() -> None:
-    """§3.7 step 4: PauseFailed and ResumeFailed, which this pass does not decide, are kept."""
+    """TestPersistRuntimeView_PreservesPauseFailedConditionFromLatestStatus: a PauseFailed
+    whose pause is still asked for survives the steady state's status write."""
     paused = condition("PauseFailed", "UnsupportedReplicas", "replicas must be 1")
     sandbox = batch_sandbox(replicas=2, status={**ready_status(1), "conditions": [paused]})
+    sandbox["spec"]["pause"] = True
     status = status_patch(plan(sandbox, *pods_of(sandbox, 2)))
     assert conditions_of(status) == {
         "Ready": READY[1:],

@@ -7,7 +7,8 @@ carries out plans as the worker shell and the real server would, for the multi-p
 
 - a Create of an existing name answers AlreadyExists and stops the plan; a created object gets
   a uid, a resourceVersion and a creationTimestamp;
-- a Patch is a JSON merge patch (of ``status`` only, for the status subresource); one whose
+- a Patch is a JSON merge patch (of ``status`` only, for the status subresource; a change of
+  ``spec`` bumps the generation); one whose
   body carries ``metadata.resourceVersion``, or that is ``conditional``, is refused with 409
   unless that is the stored version (a conditional patch is made on the version the plan
   knows: the one it planned on, or its own last write's answer), and the plan stops there;
@@ -284,13 +285,19 @@ def observe(
     *objects: Json,
     expectations: Expectations | None = None,
     name: str = NAME,
+    pull_secret: str = "",
 ) -> BatchObservation:
     """What the claim worker would hand ``plan_batch`` for BatchSandbox ``name``, given the
     objects its cache holds."""
     cache = ObjectCache()
     for obj in (sandbox, *objects) if sandbox is not None else objects:
         cache.observe("added", copy.deepcopy(obj))
-    return observe_batch(ObjectKey("BatchSandbox", NS, name), cache, expectations=expectations)
+    return observe_batch(
+        ObjectKey("BatchSandbox", NS, name),
+        cache,
+        expectations=expectations,
+        pull_secret=pull_secret,
+    )
 
 
 def plan(sandbox: Json | None, *objects: Json, now: datetime = NOW, **kwargs: Any) -> Plan:
@@ -416,6 +423,8 @@ class Cluster:
                 patch = {"status": patch.get("status")}
             (patch.get("metadata") or {}).pop("resourceVersion", None)
             after = apply_merge_patch(stored, patch)
+            if after.get("spec") != stored.get("spec"):
+                after["metadata"]["generation"] = int(stored["metadata"].get("generation") or 0) + 1
             if after != stored:
                 self._bump(after)
                 self.objects[action.target] = after

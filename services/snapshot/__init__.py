@@ -1,0 +1,1 @@
+"""The snapshot worker: OpenSandbox's SandboxSnapshots, committed by image-committer Jobs."""

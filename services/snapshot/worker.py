@@ -1,0 +1,80 @@
+"""The snapshot worker as the reconciler runtime sees it: SandboxSnapshots, reconciled by
+:func:`~services.snapshot.core.plan.plan_snapshot`.
+
+It follows the snapshots, the BatchSandboxes they name, the Pods those hold (a Pool's, or a
+template-mode sandbox's own) and the commit Jobs with their Pods. A snapshot is woken by its own
+changes and by those of its Jobs and their Pods: the Job's end, and the digests its Pod
+reports. A BatchSandbox or its Pods wake nothing: a snapshot decides what to commit in the pass
+that creates its Job, and never waits for a sandbox.
+
+Pause and resume are BatchSandbox phases, so they belong to the one writer of a BatchSandbox's
+status, the claim worker (:mod:`services.claim.core.batch.pause`): it creates the pause
+snapshot and reads its phase, and this worker commits it like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from api.opensandbox import LABEL_BATCH_SANDBOX_NAME, LABEL_POOL_NAME, LABEL_SANDBOX_SNAPSHOT_NAME
+from services.runtime.cache import Json, ObjectCache, ObjectKey, key_of, labels_of
+from services.runtime.reconcile import Plan
+from services.runtime.reconcile.worker import Observed, WorkerDefinition
+from services.snapshot.core.plan import (
+    SnapshotObservation,
+    SnapshotSettings,
+    observe_snapshot,
+    plan_snapshot,
+)
+
+__all__ = ["WATCHED_KINDS", "WORKER_NAME", "SnapshotReconciler", "snapshot_worker", "wakes"]
+
+WORKER_NAME = "snapshot"
+WATCHED_KINDS = ("SandboxSnapshot", "BatchSandbox", "Pod", "Job")
+
+
+@dataclass(frozen=True)
+class SnapshotReconciler:
+    settings: SnapshotSettings = field(default_factory=SnapshotSettings)
+    kind: str = field(default="SandboxSnapshot", init=False)
+
+    def observe(self, key: ObjectKey, observed: Observed) -> SnapshotObservation:
+        return observe_snapshot(key, observed.cache, self.settings)
+
+    def plan(self, inputs: SnapshotObservation, now: datetime) -> Plan:
+        return plan_snapshot(inputs, now)
+
+
+def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
+    key = key_of(obj, kind)
+    if kind == "SandboxSnapshot":
+        yield key
+    elif kind in ("Job", "Pod"):
+        snapshot = labels_of(obj).get(LABEL_SANDBOX_SNAPSHOT_NAME)
+        if snapshot:
+            yield ObjectKey("SandboxSnapshot", key.namespace, snapshot)
+
+
+def _followed_pod(pod: Json) -> bool:
+    """A Pod a snapshot may commit (a Pool's, a BatchSandbox's own), or a commit Job's."""
+    labels = labels_of(pod)
+    return (
+        LABEL_POOL_NAME in labels
+        or LABEL_BATCH_SANDBOX_NAME in labels
+        or LABEL_SANDBOX_SNAPSHOT_NAME in labels
+    )
+
+
+def snapshot_worker(settings: SnapshotSettings | None = None) -> WorkerDefinition:
+    return WorkerDefinition(
+        name=WORKER_NAME,
+        reconcilers=(SnapshotReconciler(settings or SnapshotSettings()),),
+        watched_kinds=WATCHED_KINDS,
+        wakes=wakes,
+        follows={
+            "Pod": _followed_pod,
+            "Job": lambda job: LABEL_SANDBOX_SNAPSHOT_NAME in labels_of(job),
+        },
+    )
