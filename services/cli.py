@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "services.up",
     "services.history.cli",
     "services.history.queues",
+    "services.taskexecutor.cli",
 )
 
 

@@ -25,11 +25,13 @@ from typing import ClassVar
 
 from api.opensandbox import ANNOTATION_ALLOC_STATUS, LABEL_BATCH_SANDBOX_NAME, LABEL_POOL_NAME
 from services.claim.core.batch.plan import BatchObservation, observe_batch, plan_batch
+from services.claim.core.batch.tasks import SyncTasks, TaskMemo
 from services.claim.core.metrics import CLAIM_METRICS, ClaimMemo
 from services.claim.core.observation import ClaimObservation, ClaimSettings, observe_claim
 from services.claim.core.plan import plan_claim
 from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
 from services.claim.core.spread import queued_nodes
+from services.claim.tasks import TaskReports
 from services.pool.core.blueprint import template_ref_name
 from services.runtime.cache import (
     Json,
@@ -62,10 +64,13 @@ WATCHED_KINDS = (
 @dataclass(frozen=True)
 class ClaimReconciler:
     settings: ClaimSettings = field(default_factory=ClaimSettings)
+    reports: TaskReports = field(default_factory=TaskReports)
     kind: str = field(default="SandboxClaim", init=False)
     memo_type: ClassVar[type] = ClaimMemo
 
     def observe(self, key: ObjectKey, observed: Observed) -> ClaimObservation:
+        if observed.cache.get(key) is None:
+            self.reports.forget(key)
         return observe_claim(
             key,
             observed.cache,
@@ -73,6 +78,7 @@ class ClaimReconciler:
             messages=observed.messages,
             last_error=observed.last_error,
             memo=observed.memo,
+            reports=self.reports.of(key),
         )
 
     def plan(self, inputs: ClaimObservation, now: datetime) -> Plan:
@@ -102,15 +108,21 @@ class BatchReconciler:
     status."""
 
     resume_pull_secret: str = ""
+    reports: TaskReports = field(default_factory=TaskReports)
     kind: str = field(default="BatchSandbox", init=False)
     expects: ClassVar[bool] = True
+    memo_type: ClassVar[type] = TaskMemo
 
     def observe(self, key: ObjectKey, observed: Observed) -> BatchObservation:
+        if observed.cache.get(key) is None:
+            self.reports.forget(key)
         return observe_batch(
             key,
             observed.cache,
             expectations=observed.expectations,
             pull_secret=self.resume_pull_secret,
+            task_memo=observed.memo,
+            reports=self.reports.of(key),
         )
 
     def plan(self, inputs: BatchObservation, now: datetime) -> Plan:
@@ -220,16 +232,17 @@ def claim_worker(
     resume_pull_secret: str = "",
 ) -> WorkerDefinition:
     taker = taker or WarmTaker(spread=queued_nodes)
+    reports = TaskReports()
     return WorkerDefinition(
         name=WORKER_NAME,
         reconcilers=(
-            ClaimReconciler(settings or ClaimSettings()),
+            ClaimReconciler(settings or ClaimSettings(), reports),
             QueueReconciler(),
-            BatchReconciler(resume_pull_secret),
+            BatchReconciler(resume_pull_secret, reports),
         ),
         watched_kinds=WATCHED_KINDS,
         wakes=ClaimWakes(),
-        executors=taker.executors(),
+        executors={**taker.executors(), SyncTasks: reports.execute},
         metrics=CLAIM_METRICS,
         follows={"Pod": _opensandbox_pod},
     )

@@ -2,7 +2,9 @@
 
 Writes a kubeconfig for it (``--kubeconfig``), so kubectl and the services can be pointed at it,
 and exits with 0 on a clean shutdown. ``--nodes``, ``--pod-ready-delay`` and ``--job-delay`` (how
-long a simulated Job, an image-committer's too, runs) configure the simulated kubelet;
+long a simulated Job, an image-committer's too, runs) configure the simulated kubelet, and
+``--no-task-executors`` has it simulate the Pods that run OpenSandbox's task executor without
+running a real one for each;
 ``--write-latency-ms`` sets the latency model to a real API server's.
 sandbus's own CRDs are always served (generated from the API types); ``--crds`` adds more.
 ``--advertise-host``/``--advertise-url`` name the server in the kubeconfig when the listen
@@ -20,7 +22,7 @@ import contextlib
 import logging
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -88,6 +90,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="seconds a simulated Job runs before it completes or fails (default: 0.1)",
     )
     parser.add_argument(
+        "--no-task-executors",
+        dest="task_executors",
+        action="store_false",
+        help="do not run a real task executor (python -m services.taskexecutor) for each Pod "
+        "that runs one; simulate those Pods like the others",
+    )
+    parser.add_argument(
         "--write-latency-ms",
         type=float,
         default=None,
@@ -126,9 +135,13 @@ def simulation_settings(args: argparse.Namespace) -> SimulationSettings:
     """The simulated components' settings from the command line."""
     from services.devcluster.controllers import SimulationSettings
 
-    options = {}
-    if args.job_delay is not None:  # only when given: the kubelet's own default stays in force
-        options["kubelet"] = {"job_delay": args.job_delay}
+    # Only what is given: the kubelet's own defaults stay in force.
+    kubelet: dict[str, Any] = {}
+    if args.job_delay is not None:
+        kubelet["job_delay"] = args.job_delay
+    if not args.task_executors:
+        kubelet["task_executor_command"] = None
+    options = {"kubelet": kubelet} if kubelet else {}
     return SimulationSettings(
         nodes=args.nodes, pod_ready_delay=args.pod_ready_delay, options=options
     )

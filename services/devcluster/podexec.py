@@ -37,7 +37,9 @@ What the runtime simulates:
   the container terminated and not ready, the Pod not Ready), then answers exit 0. The simulated
   kubelet then starts the container again as the ``restartPolicy`` says: a new containerID,
   ``restartCount`` + 1, the exit as ``lastState``, and Ready after its usual delay
-  (the ``exited`` stage of :mod:`.kubelet.stages`).
+  (the ``exited`` stage of :mod:`.kubelet.stages`). A container that runs a real task executor
+  (:mod:`.kubelet.executor`) has its process stopped once its exit shows, and a new one started
+  for the restarted container, before which the Pod is not Ready.
 - Any other command exits 0 with no output.
 - Failure injection, as the kubelet's by annotation (``devcluster.sandbus.io/fail``): a Pod
   annotated ``devcluster.sandbus.io/exec-exit-code: "N"`` (1-255) has every exec exit N, with a

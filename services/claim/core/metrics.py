@@ -176,6 +176,8 @@ class ClaimMemo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, r
     was_ready: bool = False
     """The claim has been Ready: its first-Ready latencies are recorded (or it was taken over
     Ready), and are never recorded again."""
+    env_delivered: bool = False
+    """Its ``env`` reached its sandbox's task executor (services/claim/core/envtask.py)."""
 
 
 def ready_before(claim: Mapping[str, Any], memo: ClaimMemo | None) -> bool:

@@ -8,6 +8,7 @@ with the Sandbox it offers as the cache shows it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -15,6 +16,7 @@ import msgspec
 from api.keys import ANNOTATION_SANDBOX_NAME, LEGACY_LABEL_SANDBOX_NAME
 from events.subjects import SubjectError, parse_warm_subject
 from events.types import DecisionMessage as SourceMessage
+from services.claim.core.batch.tasks import TaskReport
 from services.claim.core.metadata import DEFAULT_ALLOWED_LABEL_DOMAINS
 from services.claim.core.metrics import ClaimMemo
 from services.pool.core.blueprint import template_ref_name
@@ -73,6 +75,8 @@ class ClaimObservation(msgspec.Struct, frozen=True, kw_only=True):
     settings: ClaimSettings = ClaimSettings()
     last_error: str | None = None
     memo: ClaimMemo | None = None
+    reports: Mapping[str, TaskReport] = msgspec.field(default_factory=dict)
+    """What its sandbox's task executor said last (a template that takes env as a task)."""
 
 
 def assigned_name(claim: Json) -> tuple[str, bool]:
@@ -113,6 +117,7 @@ def observe_claim(
     messages: tuple[SourceMessage, ...] = (),
     last_error: str | None = None,
     memo: ClaimMemo | None = None,
+    reports: Mapping[str, TaskReport] | None = None,
 ) -> ClaimObservation:
     ns = key.namespace
     claim = cache.get(key)
@@ -159,4 +164,5 @@ def observe_claim(
         settings=settings,
         last_error=last_error,
         memo=memo,
+        reports=dict(reports or {}),
     )

@@ -51,7 +51,9 @@ from api.keys import (
     name_hash,
 )
 from services.claim.core.adoption import adoptable_by, adoption_patch, controlled_by, networked
+from services.claim.core.batch.tasks import SyncTasks
 from services.claim.core.cold import cold_sandbox
+from services.claim.core.envtask import env_task, env_task_command, lists_task, sandbox_ip
 from services.claim.core.injection import ClaimInputError, go_quote
 from services.claim.core.lifecycle import EXPIRED_MESSAGE, expires_at, shutdown_policy
 from services.claim.core.metadata import claim_pod_metadata, validate_additional_metadata
@@ -100,6 +102,8 @@ __all__ = ["CONTROLLER_NAME", "plan_claim"]
 
 CONTROLLER_NAME: Final = "sandboxclaim-controller"
 EXPIRED_REQUEUE: Final = 0.001
+ENV_TASK_RETRY: Final = 0.5
+"""Seconds between tries to hand a claim's env to its sandbox's task executor."""
 
 
 @dataclass
@@ -114,6 +118,8 @@ class _Pass:
     after: list[Action] = field(default_factory=list)
     """Actions that follow the status write (events, acks of entries not used)."""
     stamped: bool = False
+    delivered: bool = False
+    """The claim's env reached its sandbox's task executor in this pass."""
 
     @property
     def uid(self) -> str:
@@ -224,14 +230,25 @@ class _Pass:
             if expiry is not None:
                 left = max((expiry - self.now).total_seconds(), EXPIRED_REQUEUE)
                 requeue_after = left if requeue_after is None else min(requeue_after, left)
-        return Plan(actions=tuple(actions), reason=reason, requeue_after=requeue_after, error=error)
+        return Plan(
+            actions=tuple(actions),
+            reason=reason,
+            requeue_after=requeue_after,
+            error=error,
+            memo=ClaimMemo(env_delivered=True) if self.delivered else None,
+        )
 
 
 def plan_claim(obs: ClaimObservation, now: datetime) -> Plan:
     plan = _plan_claim(obs, now)
-    if obs.claim is not None and ready_before(obs.claim, obs.memo):
-        return dataclasses.replace(plan, memo=ClaimMemo(was_ready=True))
-    return plan
+    if obs.claim is None:
+        return plan
+    before = obs.memo or ClaimMemo()
+    memo = ClaimMemo(
+        was_ready=ready_before(obs.claim, obs.memo),
+        env_delivered=before.env_delivered or (plan.memo is not None and plan.memo.env_delivered),
+    )
+    return dataclasses.replace(plan, memo=memo if memo != ClaimMemo() else None)
 
 
 def _plan_claim(obs: ClaimObservation, now: datetime) -> Plan:
@@ -360,7 +377,8 @@ def _active(run: _Pass) -> Plan:
             run.let_go(obs.offers, "the claim has its Sandbox")
             return _serve(run, sandbox, "controlled")
     spec = claim.get("spec") or {}
-    if spec.get("env") or spec.get("volumeClaimTemplates"):
+    by_task = bool(spec.get("env")) and env_task_command(obs.template) is not None
+    if (spec.get("env") and not by_task) or spec.get("volumeClaimTemplates"):
         run.let_go(obs.offers, "env or volumes force a cold start")
         return _cold(run, "env or volumeClaimTemplates force a cold start")
     missing = run.missing() if obs.pool is None else None  # a template is needed cold only
@@ -541,13 +559,43 @@ def _adopt(
     run.event("SandboxAdopted", f'Adopted warm pool Sandbox "{name}"')
     if offer is not None:
         run.after.append(Ack(WARM_SOURCE, offer.token, run.key, why="adopted: the entry is done"))
+    problem = _env_delivery(run, adopted)
     age_ms = _claim_age(run) * 1000
     return run.finish(
         adopted,
-        None,
+        problem,
         reason=f"adopted {name} from pool {run.pool_name}, {age_ms:.0f} ms after the claim "
         "was created",
+        requeue_after=ENV_TASK_RETRY if problem is not None else None,
     )
+
+
+def _env_delivery(run: _Pass, sandbox: Mapping[str, Any]) -> ClaimProblem | None:
+    """Hand the claim's env to the sandbox's task executor, when its template opts in
+    (:mod:`.envtask`); the problem to report until the executor holds the task."""
+    obs, claim = run.obs, run.claim
+    spec = claim.get("spec") or {}
+    command = env_task_command(obs.template)
+    if command is None or not spec.get("env") or spec.get("volumeClaimTemplates"):
+        return None
+    if obs.memo is not None and obs.memo.env_delivered:
+        return None
+    task = env_task(claim, command)
+    name = str(metadata_of(sandbox).get("name") or "")
+    report = obs.reports.get(name)
+    if lists_task(report, task["name"]):
+        run.delivered = True
+        return None
+    ip = sandbox_ip(sandbox)
+    fresh = report is not None and (run.now - report.at).total_seconds() < ENV_TASK_RETRY
+    if ip and not fresh:
+        run.actions.append(
+            SyncTasks(run.key, name, ip, (task,), why="start its workload with the claim's env")
+        )
+    message = "delivering the claim's env to its sandbox's task executor"
+    if report is not None and report.error:
+        message += f": {report.error}"
+    return ClaimProblem("DeliveringEnv", message)
 
 
 def _name_sandbox(run: _Pass, name: str, why: str) -> Patch:
@@ -664,6 +712,9 @@ def _serve(run: _Pass, sandbox: Mapping[str, Any], how: str) -> Plan:
             Patch(sandbox_key, changes, why="keep the claim's metadata on its Sandbox")
         )
     retry = obs.settings.missing_retry if problem is not None else None
+    if problem is None and not metadata_of(sandbox).get("deletionTimestamp"):
+        problem = _env_delivery(run, sandbox)
+        retry = ENV_TASK_RETRY if problem is not None else None
     return run.finish(
         sandbox, problem, reason=f"has its Sandbox {name} ({how})", requeue_after=retry
     )

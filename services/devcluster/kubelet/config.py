@@ -22,12 +22,22 @@ pass and a run is reproducible whatever order the events arrive in. The modes:
 A Job fails under ``crash``, ``exit-1`` or ``image-pull`` (on the Job or its Pod template).
 An image-committer Job (see :mod:`.committer`) also fails when its source Pod carries
 ``devcluster.sandbus.io/fail-commit``, with the annotation's value as the committer's message.
+
+The pods that run OpenSandbox's task executor get a real process (:mod:`.executor`):
+``task_executor_command`` is its argv, with ``{host}``, ``{port}`` and ``{data_dir}`` filled in
+per pod (None: no process, such pods are simulated like the others);
+``task_executor_network`` the first two octets of the loopback range their IPs come from (None:
+the kubelet claims a free one when it starts, 127.244 first); ``task_executor_dir`` where the
+kubelet makes its temporary directory of per-pod data dirs (None: the system's temp dir);
+``task_executor_grace`` how long a stopped executor gets between SIGTERM and SIGKILL. These are
+real seconds of a real process: ``time_scale`` does not apply.
 """
 
 from __future__ import annotations
 
 import random
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +49,8 @@ if TYPE_CHECKING:
     from services.devcluster.kubelet.jobs import JobAction
 
 __all__ = [
+    "DEFAULT_TASK_EXECUTOR_COMMAND",
+    "DEFAULT_TASK_EXECUTOR_MODULE",
     "FAILURE_MODES",
     "FAIL_ANNOTATION",
     "FAIL_COMMIT_ANNOTATION",
@@ -53,6 +65,19 @@ FAIL_ANNOTATION = "devcluster.sandbus.io/fail"
 FAIL_COMMIT_ANNOTATION = "devcluster.sandbus.io/fail-commit"
 FAILURE_MODES = frozenset(
     {"image-pull", "crash", "exit-0", "exit-1", "never-ready", "unschedulable"}
+)
+# The in-repo executor, run by this interpreter so that it sees the same packages.
+DEFAULT_TASK_EXECUTOR_MODULE = "services.taskexecutor"
+DEFAULT_TASK_EXECUTOR_COMMAND: tuple[str, ...] = (
+    sys.executable,
+    "-m",
+    DEFAULT_TASK_EXECUTOR_MODULE,
+    "--host",
+    "{host}",
+    "--port",
+    "{port}",
+    "--data-dir",
+    "{data_dir}",
 )
 
 
@@ -112,6 +137,29 @@ class KubeletConfig:
     field_manager: str = "kubelet"
     workers: int = 4
     max_pods: int = 110
+    task_executor_command: tuple[str, ...] | None = DEFAULT_TASK_EXECUTOR_COMMAND
+    task_executor_network: str | None = None  # "127.N"; None: claimed at start
+    task_executor_dir: str | None = None
+    task_executor_grace: float = 2.0
+
+    def __post_init__(self) -> None:
+        command = self.task_executor_command
+        if command is not None:
+            # From a dict of options (the command line, JSON) it may come as a list.
+            object.__setattr__(self, "task_executor_command", tuple(str(arg) for arg in command))
+        network = self.task_executor_network
+        if network is not None:
+            octets = network.split(".")
+            if (
+                len(octets) != 2
+                or octets[0] != "127"
+                or not octets[1].isdigit()
+                or not 0 <= int(octets[1]) <= 255
+            ):
+                raise ValueError(
+                    f"task_executor_network must be the first two octets of a loopback /16, "
+                    f"like 127.244; got {network!r}"
+                )
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.time_scale

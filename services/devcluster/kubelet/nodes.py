@@ -3,7 +3,11 @@ view of them that the planners decide with.
 
 Node ``i`` is ``<node_prefix><i>``, with the address ``172.18.0.<i+2>`` (like the nodes of a kind
 cluster) and the pod CIDR ``10.244.<i>.0/24``; :func:`allocate_pod_ip` hands out the lowest free
-address of that range, from ``.2`` up (``.1`` is the node's bridge, as with kindnet). Each node
+address of that range, from ``.2`` up (``.1`` is the node's bridge, as with kindnet). A pod that
+runs a real task executor (:mod:`.executor`) gets its address from a loopback range instead,
+``127.N.<i>.0/24`` (``127.244`` unless the kubelet claimed another), allocated the same way and
+from the same tally, so that the process can listen on exactly the pod's IP on this machine (any
+127/8 address binds on Linux); such an address lies outside the node's podCIDR. Each node
 is registered as a Node object whose status a real kubelet would report: Ready, no pressure, a
 ``pods`` capacity of ``max_pods`` (110, the kubelet's default ``--max-pods``), and machine,
 system and boot ids derived from its name, so they are the same on every run.
@@ -23,6 +27,8 @@ from typing import Any
 from services.devcluster.kubelet.config import KubeletConfig
 
 __all__ = [
+    "LOOPBACK_POD_NETWORK",
+    "POD_NETWORK",
     "ClusterView",
     "NodeInfo",
     "allocate_pod_ip",
@@ -36,6 +42,9 @@ __all__ = [
 ]
 
 Json = dict[str, Any]
+
+POD_NETWORK = "10.244"  # the first two octets of every node's pod CIDR, as with kind
+LOOPBACK_POD_NETWORK = "127.244"  # for pods whose process runs here, unless another is claimed
 
 
 @dataclass(frozen=True)
@@ -71,13 +80,17 @@ def node_ip(index: int) -> str:
 
 
 def node_pod_cidr(index: int) -> str:
-    return f"10.244.{index}.0/24"
+    return f"{POD_NETWORK}.{index}.0/24"
 
 
-def allocate_pod_ip(node_index: int, in_use: frozenset[str]) -> str | None:
-    """The lowest free address of the node's /24 (.1 is the node's bridge, as with kindnet)."""
+def allocate_pod_ip(
+    node_index: int, in_use: frozenset[str], network: str = POD_NETWORK
+) -> str | None:
+    """The lowest free address of the node's /24 of ``network`` (the first two octets: the pod
+    network, or a loopback one for pods whose process runs here); .1 is the node's bridge, as
+    with kindnet."""
     for host in range(2, 255):
-        candidate = f"10.244.{node_index}.{host}"
+        candidate = f"{network}.{node_index}.{host}"
         if candidate not in in_use:
             return candidate
     return None

@@ -24,6 +24,18 @@ event rather than recounted per decision (which made a burst of N pods cost N²)
 cache does not show yet are held as reservations (a node bound to, an IP handed out), so that
 the next pod, planned a moment later, is not put on the same full node or given the same IP.
 Pods found unschedulable are queued again whenever a pod leaves a node.
+
+The Pods that run OpenSandbox's task executor get a real process (:mod:`.executor`), run by an
+:class:`~.supervisor.ExecutorSupervisor` the shell starts before the informers (it claims the
+loopback range their IPs come from, which the planner then reads from the config). At every pass
+over such a Pod the shell tells the supervisor which process the Pod should have and hands what
+it saw of it to the planner; the supervisor's own tasks start, probe and stop the processes and
+requeue the Pod when one answers ``/health`` or ends, so no worker ever waits on a process. A
+deleted Pod's process is stopped and its directory removed; stopping the kubelet stops them all.
+The default command runs ``python -m services.taskexecutor``: where that has nothing to run
+(the module is absent, or a package without its ``__main__`` yet), the feature is off, with a
+warning, so such Pods are simulated like any other rather than crash-looping.
+:meth:`Kubelet.task_executor` says where a Pod's executor keeps its data, log and pid file.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -48,7 +61,12 @@ from services.devcluster.kubelet.actions import (
     LaunchJob,
     PatchStatus,
 )
-from services.devcluster.kubelet.config import KubeletConfig
+from services.devcluster.kubelet.config import (
+    DEFAULT_TASK_EXECUTOR_COMMAND,
+    DEFAULT_TASK_EXECUTOR_MODULE,
+    KubeletConfig,
+)
+from services.devcluster.kubelet.executor import ExecutorState, wanted_executor
 from services.devcluster.kubelet.jobs import (
     JobMemory,
     JobOutcome,
@@ -59,6 +77,11 @@ from services.devcluster.kubelet.jobs import (
 from services.devcluster.kubelet.nodes import ClusterView, node_object, node_status, nodes_for
 from services.devcluster.kubelet.scheduling import is_unschedulable
 from services.devcluster.kubelet.stages import StageMemory, observe_stage, plan_pod
+from services.devcluster.kubelet.supervisor import (
+    ExecutorFiles,
+    ExecutorSupervisor,
+    runnable_module,
+)
 
 if TYPE_CHECKING:
     from services.devcluster.controllers import ControllerContext
@@ -77,6 +100,20 @@ def _split_key(key: Hashable) -> tuple[str, str, str]:
 
 def _wall_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _with_available_executor(config: KubeletConfig) -> KubeletConfig:
+    """The config, with the feature off when its default command has no module to run."""
+    if config.task_executor_command != DEFAULT_TASK_EXECUTOR_COMMAND:
+        return config
+    if runnable_module(DEFAULT_TASK_EXECUTOR_MODULE):
+        return config
+    log.warning(
+        "kubelet: python -m %s has nothing to run; pods that run the task executor are "
+        "simulated without one (set task_executor_command to run another)",
+        DEFAULT_TASK_EXECUTOR_MODULE,
+    )
+    return replace(config, task_executor_command=None)
 
 
 class Kubelet:
@@ -117,6 +154,7 @@ class Kubelet:
         self.nodes = nodes_for(self.config)
         self._pods: Informer | None = None
         self._jobs: Informer | None = None
+        self._executors: ExecutorSupervisor | None = None
 
     async def __aenter__(self) -> Kubelet:
         try:
@@ -131,6 +169,12 @@ class Kubelet:
         await self.stop()
 
     async def start(self) -> None:
+        self.config = _with_available_executor(self.config)
+        if self.config.task_executor_command is not None:
+            self._executors = ExecutorSupervisor(self.config, self._queue.add)
+            await self._executors.start()
+            # The planner allocates executor pods' IPs from the range the supervisor claimed.
+            self.config = replace(self.config, task_executor_network=self._executors.network)
         self._session = aiohttp.ClientSession(
             headers={"User-Agent": "devcluster-kubelet", **self._headers}, read_bufsize=2**21
         )
@@ -151,9 +195,24 @@ class Kubelet:
         self._tasks.clear()
         self._job_tasks.clear()
         self._queue.close()
+        if self._executors is not None:  # after the workers: none may start another meanwhile
+            await self._executors.close()
+            self._executors = None
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    # -- task executors ------------------------------------------------------------------------
+
+    def task_executor(self, uid: str) -> ExecutorFiles | None:
+        """Where the task executor of the pod with this uid keeps its data dir, log and pid
+        file, and the pid of its process now (None: the pod has none here)."""
+        return None if self._executors is None else self._executors.files(uid)
+
+    @property
+    def task_executor_root(self) -> Path | None:
+        """The directory of every pod's executor files (None: no executors are run)."""
+        return None if self._executors is None else self._executors.root
 
     # -- nodes ---------------------------------------------------------------------------------
 
@@ -186,6 +245,8 @@ class Kubelet:
         key: Hashable = ("pod", *object_key(pod))
         if kind == "DELETED":
             uid = (pod.get("metadata") or {}).get("uid", "")
+            if self._executors is not None:
+                self._executors.release(uid)
             self._memory.pop(uid, None)
             self._reserved_ips.pop(uid, None)
             self._reserved_nodes.pop(uid, None)
@@ -296,7 +357,11 @@ class Kubelet:
         stage = observe_stage(pod, view, jobs_simulated=self.config.manage_jobs)
         if stage in ("unbound", "creating"):
             view = self.cluster_view()
-        decision = plan_pod(pod, self._memory.get(uid), at, self.config, view)
+        executor: ExecutorState | None = None
+        if self._executors is not None:
+            self._executors.ensure(uid, queue_key, wanted_executor(pod, stage, self.config))
+            executor = self._executors.state(uid)
+        decision = plan_pod(pod, self._memory.get(uid), at, self.config, view, executor=executor)
         if decision.memory is not None:
             self._memory[uid] = decision.memory
         for action in decision.actions:

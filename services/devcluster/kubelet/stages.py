@@ -33,6 +33,19 @@ version is refused by the server and made again from the next one. The delays, a
   ready as above;
 - deleting → terminal after ``termination_delay`` (or the grace period, if shorter), and a
   terminal Pod marked for deletion is deleted.
+
+A Pod that runs OpenSandbox's task executor (:mod:`.executor`, unless
+``task_executor_command`` is None) has a real process, which the shell runs while the executor
+container runs and reports as an :class:`~.executor.ExecutorState`, the planner's one input
+besides the object. That changes four things: its IP comes from the loopback range
+(``task_executor_network``, so the process can listen on it); running → ready waits, beyond
+the delay, until the process answered ``/health`` (no wake-up: the shell requeues the Pod when
+it does), so a controller never finds a Ready Pod without its executor; a process that ended by
+itself while the container ran is reported as that container's crash
+(:func:`~.statuses.container_crashed_status`: CrashLoopBackOff, then restarted after
+:func:`~.statuses.crash_backoff`, and the shell starts a new process for the new container
+instance); and deleting → terminal, like the final delete, waits until the process is gone, so
+no executor outlives its Pod.
 """
 
 from __future__ import annotations
@@ -42,10 +55,17 @@ from typing import Any
 
 from services.devcluster.kubelet.actions import Action, DeletePod, Instant, PatchStatus
 from services.devcluster.kubelet.config import KubeletConfig, failure_mode
+from services.devcluster.kubelet.executor import ExecutorState, current_state, executor_container
 from services.devcluster.kubelet.jobs import controlled_by_job
-from services.devcluster.kubelet.nodes import ClusterView, allocate_pod_ip
+from services.devcluster.kubelet.nodes import (
+    LOOPBACK_POD_NETWORK,
+    POD_NETWORK,
+    ClusterView,
+    allocate_pod_ip,
+)
 from services.devcluster.kubelet.scheduling import DEFAULT_SCHEDULER, schedule
 from services.devcluster.kubelet.statuses import (
+    container_crashed_status,
     container_statuses,
     containers,
     crash_backoff,
@@ -60,7 +80,7 @@ from services.devcluster.kubelet.statuses import (
     terminated_status,
 )
 
-__all__ = ["Decision", "StageMemory", "observe_stage", "plan_pod"]
+__all__ = ["Decision", "StageMemory", "observe_stage", "plan_pod", "pod_network"]
 
 Json = dict[str, Any]
 
@@ -135,14 +155,30 @@ def _ready_delay(pod: Json, config: KubeletConfig) -> float:
     return config.pod_ready_delay
 
 
+def _executor_runner(pod: Json, config: KubeletConfig) -> str | None:
+    """The container whose process is real (the task executor's), if the feature is on."""
+    return executor_container(pod) if config.task_executor_command is not None else None
+
+
+def pod_network(pod: Json, config: KubeletConfig) -> str:
+    """The first two octets of the range the pod's IP comes from."""
+    if _executor_runner(pod, config) is None:
+        return POD_NETWORK
+    return config.task_executor_network or LOOPBACK_POD_NETWORK
+
+
 def plan_pod(
     pod: Json,
     memory: StageMemory | None,
     at: Instant,
     config: KubeletConfig,
     view: ClusterView,
+    *,
+    executor: ExecutorState | None = None,
 ) -> Decision:
-    """What the scheduler and kubelet do about ``pod`` now, and when to look at it again."""
+    """What the scheduler and kubelet do about ``pod`` now, and when to look at it again.
+
+    ``executor``: what the shell saw of the pod's task executor process, if it runs one."""
     stage = observe_stage(pod, view, jobs_simulated=config.manage_jobs)
     if memory is None or memory.stage != stage:
         memory = StageMemory(stage, at.monotonic)
@@ -161,15 +197,24 @@ def plan_pod(
     def patch(status: Json, pod_ip: str | None = None) -> PatchStatus:
         return PatchStatus(status, rv, pod_ip)
 
+    runner = _executor_runner(pod, config)
+    # Only a process of the container instance the pod shows now counts (not an earlier one's).
+    process = current_state(pod, executor) if runner is not None else None
+    # Its process still runs: the pod may not finish its deletion yet (the shell is stopping it
+    # and requeues the pod once it is gone).
+    stopping = executor is not None and executor.alive
+
     if stage in ("foreign", "deleting-unbound", "job-pod"):
         return Decision((), memory)
     if stage == "deleting-job-pod":
         return Decision((DeletePod(uid),), memory)  # nothing runs that needs stopping
     if stage == "terminal":
-        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        if (pod.get("metadata") or {}).get("deletionTimestamp") and not stopping:
             return Decision((DeletePod(uid),), memory)
         return Decision((), memory)
     if stage == "deleting":
+        if stopping:
+            return Decision((), memory)
         grace = (pod.get("metadata") or {}).get("deletionGracePeriodSeconds")
         delay = config.termination_delay
         if grace is not None:
@@ -190,7 +235,9 @@ def plan_pod(
         if mode == "image-pull":
             return after(config.start_delay, patch(pull_failed_status(pod)))
         ip = (pod.get("status") or {}).get("podIP") or allocate_pod_ip(
-            node_info.index, view.ips_in_use.get(node_info.name, frozenset())
+            node_info.index,
+            view.ips_in_use.get(node_info.name, frozenset()),
+            pod_network(pod, config),
         )
         if ip is None:
             return Decision((), memory)  # the node's CIDR is full: stay ContainerCreating
@@ -207,6 +254,11 @@ def plan_pod(
     if stage.startswith("backoff:"):
         restarts = int(stage.split(":", 1)[1])
         return after(crash_backoff(config, restarts), patch(restarted_status(pod, config, now)))
+    ended = None if process is None else process.exit_code
+    if runner is not None and ended is not None and stage.startswith(("running:", "ready:")):
+        # The process ended by itself while its container ran: that container crashed.
+        status = container_crashed_status(pod, config, runner, ended, now)
+        return Decision((patch(status),), memory)
     if stage.startswith("running:"):
         if mode in ("crash", "exit-1"):
             return after(config.run_duration, patch(exited_status(pod, config, now, 1)))
@@ -214,6 +266,8 @@ def plan_pod(
             return after(config.run_duration, patch(exited_status(pod, config, now, 0)))
         if mode == "never-ready":
             return Decision((), memory)
+        if runner is not None and (process is None or not process.healthy):
+            return Decision((), memory)  # the shell requeues the pod once /health answers
         return after(_ready_delay(pod, config), patch(ready_status(pod, config, now)))
     if stage.startswith("ready:") and mode in ("crash", "exit-0", "exit-1"):
         # A failure injected after the pod became ready (e.g. an annotation added later).

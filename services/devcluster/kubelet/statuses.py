@@ -3,11 +3,12 @@
 Each ``*_status`` function returns a fresh ``status`` (or the part of it that changes) for one
 moment of a Pod's life: pending in ContainerCreating or PodInitializing, an image pull failing
 and backing off, started, restarted, ready, exited with a code, one container's PID 1 ending
-(``kill 1`` through ``pods/exec``) and that container started again, terminated for a graceful
-deletion; and, for the Job controller, a Job's Pod that ran and finished
-(:func:`job_pod_status`). :mod:`.stages` decides which one applies and when; this module only
-knows what a real kubelet puts in it, so that clients reading the object (kubectl, client
-libraries' typed models, our own watcher) see the shapes they would see on a cluster:
+(``kill 1`` through ``pods/exec``, or a real task executor's process dying) and that container
+started again, terminated for a graceful deletion; and, for the Job controller, a Job's Pod
+that ran and finished (:func:`job_pod_status`). :mod:`.stages` decides which one applies and
+when; this module only knows what a real kubelet puts in it, so that clients reading the object
+(kubectl, client libraries' typed models, our own watcher) see the shapes they would see on a
+cluster:
 
 - Conditions come in upstream order (PodReadyToStartContainers, Initialized, Ready,
   ContainersReady, PodScheduled), with the reasons and messages upstream uses, and a
@@ -30,6 +31,7 @@ from services.devcluster.kubelet.nodes import digest
 
 __all__ = [
     "condition",
+    "container_crashed_status",
     "container_exit_status",
     "container_statuses",
     "containers",
@@ -324,12 +326,24 @@ def _finished(pod: Json, now: str, phase: str, statuses: list[Json]) -> Json:
     }
 
 
+def _crash_loop_waiting(pod: Json, config: KubeletConfig, name: str, restarts: int) -> Json:
+    """The waiting state of a container the kubelet restarts after a back-off."""
+    metadata = pod.get("metadata") or {}
+    backoff = go_duration(config.scaled(crash_backoff(config, restarts)))
+    return {
+        "reason": "CrashLoopBackOff",
+        "message": (
+            f"back-off {backoff} restarting failed container={name} "
+            f"pod={metadata.get('name')}_{metadata.get('namespace')}({metadata.get('uid')})"
+        ),
+    }
+
+
 def exited_status(pod: Json, config: KubeletConfig, now: str, exit_code: int) -> Json:
     """Status after every container exited with ``exit_code``; restartPolicy decides what next."""
     policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
     restart = policy == "Always" or (policy == "OnFailure" and exit_code != 0)
     reason = "Completed" if exit_code == 0 else "Error"
-    metadata = pod.get("metadata") or {}
     statuses = []
     for container in containers(pod):
         previous = _status_of(pod, container.get("name", ""))
@@ -345,17 +359,9 @@ def exited_status(pod: Json, config: KubeletConfig, now: str, exit_code: int) ->
         }
         if restart:
             status["restartCount"] += 1
-            backoff = go_duration(config.scaled(crash_backoff(config, status["restartCount"])))
             status["lastState"] = {"terminated": terminated}
             status["state"] = {
-                "waiting": {
-                    "reason": "CrashLoopBackOff",
-                    "message": (
-                        f"back-off {backoff} restarting failed container={status['name']} "
-                        f"pod={metadata.get('name')}_{metadata.get('namespace')}"
-                        f"({metadata.get('uid')})"
-                    ),
-                }
+                "waiting": _crash_loop_waiting(pod, config, status["name"], status["restartCount"])
             }
         else:
             status["state"] = {"terminated": terminated}
@@ -401,6 +407,38 @@ def container_exit_status(pod: Json, name: str, exit_code: int, now: str) -> Jso
             )
         statuses.append(status)
     return {
+        "conditions": _with_unready_conditions(pod, now, statuses),
+        "containerStatuses": statuses,
+    }
+
+
+def container_crashed_status(
+    pod: Json, config: KubeletConfig, name: str, exit_code: int, now: str
+) -> Json:
+    """The process of container ``name`` ended by itself while the Pod ran (a real task
+    executor died, see :mod:`.executor`). If the ``restartPolicy`` restarts it, as the
+    ``crash`` mode shows a crash, for that container alone: ``restartCount`` + 1, the exit as
+    ``lastState.terminated``, waiting in CrashLoopBackOff (the Pod not Ready), after which
+    :func:`restarted_status` starts it again. Otherwise it stays terminated, as after
+    ``kill 1`` (:func:`container_exit_status`)."""
+    policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+    if not (policy == "Always" or (policy == "OnFailure" and exit_code != 0)):
+        return container_exit_status(pod, name, exit_code, now)
+    statuses = []
+    for previous in container_statuses(pod):
+        status = dict(previous)
+        if previous.get("name") == name:
+            restarts = int(previous.get("restartCount", 0)) + 1
+            status.update(
+                ready=False,
+                started=False,
+                restartCount=restarts,
+                lastState={"terminated": _exit(previous, exit_code, now)},
+                state={"waiting": _crash_loop_waiting(pod, config, name, restarts)},
+            )
+        statuses.append(status)
+    return {
+        "phase": "Running",
         "conditions": _with_unready_conditions(pod, now, statuses),
         "containerStatuses": statuses,
     }

@@ -6,7 +6,8 @@
 - ``advertise_host`` / ``advertise_url`` name the server in the kubeconfig when the listen
   address is useless to clients (``0.0.0.0`` in a container); the cluster's own controllers
   keep using a local address.
-- ``--job-delay`` reaches the simulated kubelet only when given, so its default stays its own.
+- ``--job-delay`` reaches the simulated kubelet only when given, so its default stays its own;
+  so does ``--no-task-executors``.
 """
 
 from __future__ import annotations
@@ -128,6 +129,13 @@ def test_the_job_delay_reaches_the_kubelet_only_when_given() -> None:
     # As the kubelet's entry point reads it: a dict of KubeletConfig fields.
     assert KubeletConfig(**settings.options["kubelet"]).job_delay == 2.5
     assert simulation_settings(parse()).options == {}  # the kubelet's default stays in force
+
+
+def test_no_task_executors_turns_the_real_executors_off() -> None:
+    settings = simulation_settings(parse("--no-task-executors"))
+    assert settings.options == {"kubelet": {"task_executor_command": None}}
+    assert KubeletConfig(**settings.options["kubelet"]).task_executor_command is None
+    assert KubeletConfig().task_executor_command is not None  # on unless turned off
 
 
 @pytest.mark.parametrize(

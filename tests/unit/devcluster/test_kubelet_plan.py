@@ -19,6 +19,7 @@ from services.devcluster.kubelet.config import (
     KubeletConfig,
     failure_mode,
 )
+from services.devcluster.kubelet.executor import ExecutorState
 from services.devcluster.kubelet.jobs import JobMemory, JobOutcome, plan_job
 from services.devcluster.kubelet.nodes import ClusterView, NodeInfo, allocate_pod_ip
 from services.devcluster.kubelet.stages import StageMemory, observe_stage, plan_pod
@@ -69,13 +70,16 @@ class Driver:
         self.rv = 1
         self.deleted = False
         self.writes: list[Any] = []
+        self.executor: ExecutorState | None = None  # what the shell saw of a task executor
 
     def at(self) -> Instant:
         return Instant(self.clock, f"2024-01-01T00:00:{int(self.clock) % 60:02d}Z")
 
     def step(self) -> list[Any]:
         """Plan once; apply the actions; if nothing to do now, advance to the wake-up."""
-        decision = plan_pod(self.pod, self.memory, self.at(), self.config, self.view)
+        decision = plan_pod(
+            self.pod, self.memory, self.at(), self.config, self.view, executor=self.executor
+        )
         self.memory = decision.memory
         for action in decision.actions:
             self.apply(action)

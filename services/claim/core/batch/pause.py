@@ -135,9 +135,11 @@ def pause_step(
     snapshot: Mapping[str, Any] | None,
     *,
     pull_secret: str = "",
+    tasks_running: bool = False,
 ) -> PauseStep:
-    """The pause/resume part of a pass; ``pods`` are the sandbox's Pods in index order and
-    ``snapshot`` its pause snapshot, if any."""
+    """The pause/resume part of a pass; ``pods`` are the sandbox's Pods in index order,
+    ``snapshot`` its pause snapshot, if any, and ``tasks_running`` whether a task of it still
+    runs (a pause stops them before it commits the Pod)."""
     phase = _phase(sandbox)
     want = (sandbox.get("spec") or {}).get("pause")
     conditions = _conditions(sandbox)
@@ -150,13 +152,13 @@ def pause_step(
             requeue=SNAPSHOT_RECHECK,
         )
     if phase == "Pausing":
-        return _sync_pause(sandbox, pods, ours)
+        return _sync_pause(sandbox, pods, ours, tasks_running)
     if phase == "Resuming":
         return _continue_resume(sandbox, pods, ours, pull_secret)
     if want is True and phase != "Paused" and "PauseFailed" not in conditions:
         if phase in ("", "Pending"):
             return PauseStep(note="pause asked: it waits until the sandbox runs")
-        return _handle_pause(sandbox, ours)
+        return _handle_pause(sandbox, ours, tasks_running)
     if want is False and phase == "Paused" and "ResumeFailed" not in conditions:
         return PauseStep(
             phase="Resuming",
@@ -205,7 +207,9 @@ def _snapshot(sandbox: Mapping[str, Any]) -> Json:
     }
 
 
-def _handle_pause(sandbox: Mapping[str, Any], snapshot: Mapping[str, Any] | None) -> PauseStep:
+def _handle_pause(
+    sandbox: Mapping[str, Any], snapshot: Mapping[str, Any] | None, tasks_running: bool
+) -> PauseStep:
     replicas = (sandbox.get("spec") or {}).get("replicas", 1)
     if replicas != 1:
         return PauseStep(
@@ -238,7 +242,7 @@ def _handle_pause(sandbox: Mapping[str, Any], snapshot: Mapping[str, Any] | None
                 note=f"deleting the {_snapshot_phase(snapshot)} pause snapshot of before",
             )
     actions: tuple[Action, ...] = ()
-    if snapshot is None:
+    if snapshot is None and not tasks_running:
         actions = (Create(_snapshot(sandbox), why="commit the sandbox's Pod"),)
     return PauseStep(
         actions=actions,
@@ -247,7 +251,9 @@ def _handle_pause(sandbox: Mapping[str, Any], snapshot: Mapping[str, Any] | None
         acknowledge="now",
         hold_pods=True,
         requeue=SNAPSHOT_RECHECK,
-        note="pause asked: committing its Pod",
+        note="pause asked: stopping its tasks first"
+        if tasks_running
+        else "pause asked: committing its Pod",
     )
 
 
@@ -259,8 +265,13 @@ def _snapshot_failure(snapshot: Mapping[str, Any]) -> str:
 
 
 def _sync_pause(
-    sandbox: Mapping[str, Any], pods: Sequence[Json], snapshot: Mapping[str, Any] | None
+    sandbox: Mapping[str, Any],
+    pods: Sequence[Json],
+    snapshot: Mapping[str, Any] | None,
+    tasks_running: bool,
 ) -> PauseStep:
+    if snapshot is None and tasks_running:
+        return PauseStep(hold_pods=True, note="pausing: stopping its tasks first")
     if snapshot is None:
         return PauseStep(
             actions=(Create(_snapshot(sandbox), why="commit the sandbox's Pod"),),

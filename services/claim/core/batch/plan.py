@@ -73,6 +73,7 @@ from api.opensandbox import (
     ANNOTATION_ALLOC_STATUS,
     ANNOTATION_ENDPOINTS,
     FINALIZER_POOL_ALLOCATION,
+    FINALIZER_TASK_CLEANUP,
     GROUP,
     LABEL_BATCH_SANDBOX_NAME,
     LABEL_POD_INDEX,
@@ -82,10 +83,17 @@ from api.patching.errors import PatchError
 from api.patching.strategic import strategic_merge_patch
 from services.claim.core.batch.assign import PoolAssigned, choose_pool, wants_auto_assign
 from services.claim.core.batch.pause import PauseStep, pause_snapshot_name, pause_step
+from services.claim.core.batch.tasks import (
+    TaskMemo,
+    TaskReport,
+    TaskStep,
+    plan_tasks,
+    tasks_running,
+)
 from services.pool.core.opensandbox.ledger import parse_pod_list
 from services.pool.core.opensandbox.scaling import is_pod_ready
 from services.runtime.cache import Json, ObjectCache, ObjectKey, labels_of, metadata_of
-from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan
+from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Together
 from services.runtime.reconcile.expectations import Expectations
 from services.runtime.times import parse_time, rfc3339_nano
 
@@ -136,6 +144,10 @@ class BatchObservation(msgspec.Struct, frozen=True, kw_only=True):
     expectations: Expectations | None = None
     pull_secret: str = ""
     """Added to the template's ``imagePullSecrets`` when it resumes from its snapshot."""
+    task_memo: TaskMemo | None = None
+    """Its tasks: which Pod runs each, and its last known state (kept on the bus)."""
+    reports: Mapping[str, TaskReport] = msgspec.field(default_factory=dict)
+    """What its Pods' task executors said last, by Pod name."""
 
 
 def _pool_ref(sandbox: Mapping[str, Any]) -> str:
@@ -166,6 +178,8 @@ def observe_batch(
     *,
     expectations: Expectations | None = None,
     pull_secret: str = "",
+    task_memo: TaskMemo | None = None,
+    reports: Mapping[str, TaskReport] | None = None,
 ) -> BatchObservation:
     sandbox = cache.get(key)
     if sandbox is None:
@@ -205,6 +219,8 @@ def observe_batch(
         ),
         expectations=expectations,
         pull_secret=pull_secret,
+        task_memo=task_memo,
+        reports=dict(reports or {}),
     )
 
 
@@ -223,6 +239,22 @@ class _Pass:
     """``alloc-status`` is malformed: which Pods the sandbox holds is unknown."""
     given: int = 0
     """Pooled: how many Pods the Pool has given that still count against ``replicas``."""
+    tasks: TaskStep | None = None
+
+    @property
+    def memo(self) -> TaskMemo | None:
+        return self.tasks.memo if self.tasks is not None else self.obs.task_memo
+
+    def plan(self, reason: str) -> Plan:
+        if self.tasks is not None and self.tasks.actions:
+            self.actions.append(Together(tuple(self.tasks.actions)))
+        return Plan(
+            actions=tuple(self.actions),
+            reason=reason,
+            requeue_after=self.requeue,
+            error="; ".join(self.errors) or None,
+            memo=self.memo,
+        )
 
     @property
     def key(self) -> ObjectKey:
@@ -250,7 +282,8 @@ def plan_batch(obs: BatchObservation, now: datetime) -> Plan:
             run.actions.append(
                 Delete(run.key, uid=str(meta.get("uid") or "") or None, why="its expireTime passed")
             )
-            return Plan(actions=tuple(run.actions), reason=f"expired at {rfc3339_nano(expire)}")
+            run.requeue = None
+            return run.plan(f"expired at {rfc3339_nano(expire)}")
         run.later((expire - now).total_seconds())
     if wants_auto_assign(sandbox) and not deleting:
         assigned = choose_pool(sandbox, obs.pools)
@@ -262,32 +295,84 @@ def plan_batch(obs: BatchObservation, now: datetime) -> Plan:
             run.actions.append(
                 Patch(run.key, patch, why=f"auto-assign: {assigned.pool}", on_conflict="refresh")
             )
-            return Plan(actions=tuple(run.actions), reason=f"assigned to Pool {assigned.pool}")
+            run.requeue = None
+            return run.plan(f"assigned to Pool {assigned.pool}")
         run.problems["PoolAssignFailed"] = (assigned.reason, assigned.message)
         run.later(ASSIGN_RETRY)
     if deleting:
         return _deleting(run)
     pods = _sorted_pods(run)
-    step = pause_step(sandbox, pods, obs.snapshot, pull_secret=obs.pull_secret)
+    step = pause_step(
+        sandbox,
+        pods,
+        obs.snapshot,
+        pull_secret=obs.pull_secret,
+        tasks_running=tasks_running(obs.task_memo),
+    )
     run.actions += step.actions
     if step.note:
         run.notes.append(step.note)
     if step.requeue is not None:
         run.later(step.requeue)
     if step.stop:
-        return Plan(
-            actions=tuple(run.actions), reason=_reason(run, pods), requeue_after=run.requeue
-        )
+        return run.plan(_reason(run, pods))
     if not _pool_ref(sandbox) and not step.hold_pods:
         _create_missing(run, pods)
+    phase = step.phase or (sandbox.get("status") or {}).get("phase")
+    if phase == "Pausing" and tasks_running(obs.task_memo):
+        _tasks(run, pods, stop=True)  # stopped before the snapshot commits the Pod
+    elif phase in ("Pausing", "Paused"):
+        # A paused sandbox has no Pods to run tasks on; a resumed one starts them afresh.
+        run.tasks = TaskStep()
+    else:
+        _tasks(run, pods)
     _endpoints(run, pods)
     _status(run, pods, step)
-    return Plan(
-        actions=tuple(run.actions),
-        reason=_reason(run, pods),
-        requeue_after=run.requeue,
-        error="; ".join(run.errors) or None,
-    )
+    return run.plan(_reason(run, pods))
+
+
+def _tasks(run: _Pass, pods: Sequence[Json], *, stop: bool = False) -> None:
+    """The tasks' part of the pass (:mod:`.tasks`): the task-cleanup finalizer while it has a
+    taskTemplate, the executors to talk to, and the Pods its finished tasks give back."""
+    tasks = plan_tasks(run.sandbox, pods, run.obs.task_memo, run.obs.reports, run.now, stop=stop)
+    run.tasks = tasks
+    run.notes += tasks.notes
+    if tasks.error:
+        run.errors.append(tasks.error)
+    if tasks.requeue is not None:
+        run.later(tasks.requeue)
+    finalizers = list(run.meta.get("finalizers") or ())
+    has_tasks = (run.sandbox.get("spec") or {}).get("taskTemplate") is not None
+    if has_tasks and FINALIZER_TASK_CLEANUP not in finalizers:
+        run.actions.append(
+            Patch(
+                run.key,
+                {
+                    "metadata": {
+                        "finalizers": [*finalizers, FINALIZER_TASK_CLEANUP],
+                        "resourceVersion": str(run.meta.get("resourceVersion") or ""),
+                    }
+                },
+                why="its tasks are stopped before it goes",
+                on_conflict="refresh",
+            )
+        )
+    if tasks.release and _pool_ref(run.sandbox):
+        annotations = run.meta.get("annotations") or {}
+        try:
+            asked = parse_pod_list(annotations, ANNOTATION_ALLOC_RELEASE)
+        except ValueError:
+            asked = []
+        wanted = sorted(set(asked) | set(tasks.release))
+        if wanted != sorted(asked):
+            value = json.dumps({"pods": wanted}, separators=(",", ":"))
+            run.actions.append(
+                Patch(
+                    run.key,
+                    {"metadata": {"annotations": {ANNOTATION_ALLOC_RELEASE: value}}},
+                    why=f"its tasks are done: give {', '.join(tasks.release)} back to the Pool",
+                )
+            )
 
 
 def _reason(run: _Pass, pods: Sequence[Json]) -> str:
@@ -307,26 +392,37 @@ def _reason(run: _Pass, pods: Sequence[Json]) -> str:
 
 def _deleting(run: _Pass) -> Plan:
     """Pooled: the Pool releases the Pods and drops its finalizer; if the Pool is gone, no one
-    will, so this side does. Template mode: the garbage collector takes the Pods."""
+    will, so this side does. Template mode: the garbage collector takes the Pods. With tasks:
+    every task is stopped first, then the task-cleanup finalizer goes (the counters are left
+    as they are)."""
     finalizers = list(run.meta.get("finalizers") or ())
     ref = _pool_ref(run.sandbox)
+    why = []
     if ref and run.obs.pool is None and FINALIZER_POOL_ALLOCATION in finalizers:
         finalizers.remove(FINALIZER_POOL_ALLOCATION)
+        why.append(f"its Pool {ref} is gone: nothing else will release it")
+    if FINALIZER_TASK_CLEANUP in finalizers or run.obs.task_memo is not None:
+        tasks = plan_tasks(
+            run.sandbox, _sorted_pods(run), run.obs.task_memo, run.obs.reports, run.now
+        )
+        run.tasks = tasks
+        run.notes += tasks.notes
+        if tasks.requeue is not None:
+            run.later(tasks.requeue)
+        if tasks.cleaned and FINALIZER_TASK_CLEANUP in finalizers:
+            finalizers.remove(FINALIZER_TASK_CLEANUP)
+            why.append("its tasks are stopped")
+        elif not tasks.cleaned:
+            run.notes.append("stopping its tasks")
+    if why:
         patch = {
             "metadata": {
                 "finalizers": finalizers,
                 "resourceVersion": str(run.meta.get("resourceVersion") or ""),
             }
         }
-        run.actions.append(
-            Patch(
-                run.key,
-                patch,
-                why=f"its Pool {ref} is gone: nothing else will release it",
-                on_conflict="refresh",
-            )
-        )
-    return Plan(actions=tuple(run.actions), reason="being deleted")
+        run.actions.append(Patch(run.key, patch, why="; ".join(why), on_conflict="refresh"))
+    return run.plan("; ".join(["being deleted", *run.notes]))
 
 
 # -- the Pods ---------------------------------------------------------------------------------
@@ -608,11 +704,14 @@ def _status(run: _Pass, pods: Sequence[Json], step: PauseStep) -> None:
     if isinstance(generation, int):
         desired["observedGeneration"] = generation
     desired.update(counts)
-    desired.update({k: int(current.get(k) or 0) for k in _TASK_COUNTERS})
+    counters = run.tasks.counters if run.tasks is not None and run.tasks.counters else {}
+    desired.update({k: int(counters.get(k, current.get(k) or 0)) for k in _TASK_COUNTERS})
     desired.update(phase=phase, conditions=written)
     for name in ("pauseObservedGeneration", "taskLastErrorMessage"):
         if name in current:
             desired[name] = current[name]
+    if run.tasks is not None and run.tasks.last_error:
+        desired["taskLastErrorMessage"] = run.tasks.last_error
     if step.acknowledge == "now" and isinstance(generation, int):
         desired["pauseObservedGeneration"] = generation
     if not current.get("phase") and not pods and not run.problems and _replicas(sandbox) > 0:

@@ -656,7 +656,7 @@ def test_a_deleting_sandbox_drops_the_pool_finalizer_only_when_its_pool_is_gone(
     conditional patch of the finalizers, the others kept), since no Pool will; while its
     Pool exists that is the Pool's job, and a template-mode sandbox leaves it to the garbage
     collector. A sandbox being deleted writes no status."""
-    finalizers = [FINALIZER_TASK_CLEANUP, FINALIZER_POOL_ALLOCATION]
+    finalizers = ["example.com/keep", FINALIZER_POOL_ALLOCATION]
     sandbox = batch_sandbox(
         pool_ref=POOL, alloc=["pool-a-a"], finalizers=finalizers, deleting=True, rv="77"
     )
@@ -664,7 +664,7 @@ def test_a_deleting_sandbox_drops_the_pool_finalizer_only_when_its_pool_is_gone(
     assert orphaned.actions == (
         Patch(
             KEY,
-            {"metadata": {"finalizers": [FINALIZER_TASK_CLEANUP], "resourceVersion": "77"}},
+            {"metadata": {"finalizers": ["example.com/keep"], "resourceVersion": "77"}},
             why="its Pool pool-a is gone: nothing else will release it",
             on_conflict="refresh",
         ),
@@ -672,8 +672,17 @@ def test_a_deleting_sandbox_drops_the_pool_finalizer_only_when_its_pool_is_gone(
     assert plan(sandbox, pool(total=1), pod("pool-a-a", owner=pool())).actions == ()
     template_mode = batch_sandbox(finalizers=finalizers, deleting=True)
     assert plan(template_mode).actions == ()
-    without = batch_sandbox(pool_ref=POOL, finalizers=[FINALIZER_TASK_CLEANUP], deleting=True)
+    without = batch_sandbox(pool_ref=POOL, finalizers=["example.com/keep"], deleting=True)
     assert plan(without).actions == ()
+
+
+def test_a_deleting_sandbox_without_tasks_to_stop_drops_task_cleanup() -> None:
+    """TestBatchSandboxReconciler_reconcileTasks: on deletion with every task released (here:
+    none left to stop), the task-cleanup finalizer is removed."""
+    sandbox = batch_sandbox(finalizers=[FINALIZER_TASK_CLEANUP], deleting=True, rv="9")
+    [patch] = plan(sandbox).actions
+    assert isinstance(patch, Patch)
+    assert patch.patch == {"metadata": {"finalizers": [], "resourceVersion": "9"}}
 
 
 # -- expiry ---------------------------------------------------------------------------------
