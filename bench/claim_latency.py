@@ -75,12 +75,22 @@ def claim_ready(obj: dict[str, Any]) -> bool:
     return is_ready(obj) and bool(((obj.get("status") or {}).get("sandbox") or {}).get("name"))
 
 
-async def fill_pool(http: aiohttp.ClientSession, js: Any, size: int, limit: float) -> None:
-    template = {
+async def fill_pool(
+    http: aiohttp.ClientSession,
+    js: Any,
+    size: int,
+    limit: float,
+    *,
+    template_spec: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> None:
+    """The SandboxTemplate ``bench`` (``template_spec``, else one Pod of ``POD_SPEC``) and its
+    SandboxWarmPool of ``size``, once every member is Ready and queued."""
+    template: dict[str, Any] = {
         "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
         "kind": "SandboxTemplate",
-        "metadata": {"name": "bench"},
-        "spec": {"podTemplate": {"spec": POD_SPEC}},
+        "metadata": {"name": "bench", "annotations": dict(annotations or {})},
+        "spec": template_spec or {"podTemplate": {"spec": POD_SPEC}},
     }
     pool = {
         "apiVersion": "extensions.agents.x-k8s.io/v1beta1",

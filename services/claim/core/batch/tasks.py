@@ -348,5 +348,23 @@ def plan_tasks(
             r.pod for r in records.values() if r.released and r.pod and r.state in _DONE
         )
     step.cleaned = all(r.released or not r.pod for r in records.values())
+    step.notes += _changes((memo or TaskMemo()).tasks, records)
     step.memo = TaskMemo(tasks=records)
     return step
+
+
+def _changes(before: Mapping[str, TaskRecord], after: Mapping[str, TaskRecord]) -> list[str]:
+    """What ``sandbus explain`` says of the tasks: each assignment and change of state."""
+    said: list[str] = []
+    for name, record in sorted(after.items()):
+        old = before.get(name, TaskRecord())
+        if record.pod and record.pod != old.pod:
+            said.append(f"task {name} given to Pod {record.pod}")
+        if record.state != old.state:
+            why = f" ({record.message})" if record.message else ""
+            said.append(f"task {name}: {old.state} -> {record.state}{why}")
+        if record.released and not old.released:
+            said.append(f"task {name} stopped; Pod {record.pod} free of it")
+    if len(said) > 12:
+        said = [*said[:12], f"and {len(said) - 12} more task changes"]
+    return said

@@ -422,3 +422,18 @@ def test_a_pause_waits_for_its_tasks_to_stop_before_the_snapshot() -> None:
     )
     created = run(sandbox, *pods, task_memo=stopped.memo)
     assert [a.body["kind"] for a in created.actions if hasattr(a, "body")] == ["SandboxSnapshot"]
+
+
+def test_the_decision_says_each_assignment_and_change() -> None:
+    """sandbus: ``sandbus explain`` shows every task given to a Pod and every change of state."""
+    sandbox = with_tasks(1)
+    pods = own_pods(sandbox, 1)
+    given = run(sandbox, *pods)
+    assert f"task {NAME}-0 given to Pod {NAME}-0" in given.reason
+    done = run(
+        sandbox,
+        *pods,
+        task_memo=given.memo,
+        reports={f"{NAME}-0": report(f"{NAME}-0", ended(f"{NAME}-0", 0))},
+    )
+    assert f"task {NAME}-0: Pending -> Succeed" in done.reason
