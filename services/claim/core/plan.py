@@ -94,6 +94,7 @@ from services.runtime.reconcile.actions import (
     Release,
     Take,
     WarmQueue,
+    apply_merge_patch,
     merge_patch,
 )
 from services.runtime.times import parse_time, rfc3339_nano
@@ -610,19 +611,8 @@ def _name_sandbox(run: _Pass, name: str, why: str) -> Patch:
 
 def _applied(sandbox: Mapping[str, Any], patch: Json) -> Json:
     """``sandbox`` as it is after ``patch`` (for the status of the same pass)."""
-
-    def merge(target: Any, change: Any) -> Any:
-        if not isinstance(change, Mapping):
-            return change
-        result = dict(target) if isinstance(target, Mapping) else {}
-        for name, value in change.items():
-            if value is None:
-                result.pop(name, None)
-            else:
-                result[name] = merge(result.get(name), value)
-        return result
-
-    return merge(sandbox, patch)
+    applied: Json = apply_merge_patch(sandbox, patch)
+    return applied
 
 
 # -- the cold path --------------------------------------------------------------------------

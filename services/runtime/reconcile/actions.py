@@ -63,6 +63,7 @@ decides, for comparing a re-run with the recorded decision.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 from collections.abc import Mapping
@@ -96,6 +97,7 @@ __all__ = [
     "Take",
     "Together",
     "WarmQueue",
+    "apply_merge_patch",
     "flattened",
     "merge_patch",
     "plan_digest",
@@ -428,6 +430,20 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Json:
         else:
             patch[name] = _without_nulls(value)
     return patch
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """``target`` with the JSON merge patch ``patch`` applied (RFC 7386: objects merge, a null
+    removes, anything else, lists included, replaces), as a new value; neither is changed."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for name, value in patch.items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = apply_merge_patch(result.get(name), value)
+    return result
 
 
 _MISSING: Any = object()

@@ -42,6 +42,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from services.runtime.cache import Json, ObjectKey, metadata_of
+from services.runtime.reconcile.actions import apply_merge_patch
 
 __all__ = [
     "EXECUTOR_PORT",
@@ -120,19 +121,6 @@ def tasks_running(memo: TaskMemo | None) -> bool:
     return memo is not None and any(r.pod and not r.released for r in memo.tasks.values())
 
 
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge, ``null`` removes, anything else (lists too) replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = _merge(result.get(key), value)
-    return result
-
-
 def _name(obj: Mapping[str, Any]) -> str:
     return str(metadata_of(obj).get("name") or "")
 
@@ -160,7 +148,7 @@ def build_tasks(sandbox: Mapping[str, Any]) -> list[Json]:
             patch = patches[index]
             if not isinstance(patch, dict):
                 raise TaskTemplateError(f"shardTaskPatches[{index}] is not an object")
-            task_spec = _merge({"spec": base}, patch).get("spec") or {}
+            task_spec = apply_merge_patch({"spec": base}, patch).get("spec") or {}
             if not isinstance(task_spec, dict):
                 raise TaskTemplateError(f"shardTaskPatches[{index}] makes spec no object")
         task: Json = {"name": f"{_name(sandbox)}-{index}"}
