@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "services.devcluster.cli",
     "services.runtime.runner",
     "services.up",
+    "services.demo",
     "services.history.cli",
     "services.history.queues",
     "services.taskexecutor.cli",

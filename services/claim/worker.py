@@ -13,6 +13,16 @@ Sandbox's change wakes the claim that controls it; a pool's change of spec (its 
 not its status) wakes its own key and the claims that name it and have no Sandbox yet; a
 template seen for the first time wakes the claims of the pools that use it (a claim waiting
 with TemplateNotFound).
+
+Tracing (spec/agent-sandbox.md §6): a claim's reconcile is the ``ReconcileSandboxClaim`` span
+(attributes ``sandboxclaim.name``, ``sandboxclaim.namespace`` and the normalised
+``agents.x-k8s.io/created-by``), joined to the claim's trace-context annotation when a client
+wrote one, and hung under the watcher's span of the change that woke it. The planner copies the
+claim's carrier onto the Sandbox it adopts (in the adoption patch) or creates (in the create
+body), as upstream does. A claim without a carrier of its own is shown to the planner with the
+running span's while it has no Sandbox: the Sandbox then carries this reconcile's carrier, in a
+write that happens anyway, and the sandbox worker's spans join the claim's trace. The claim
+itself is never written for it.
 """
 
 from __future__ import annotations
@@ -23,6 +33,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
+import msgspec
+
+from api.keys import ANNOTATION_TRACE_CONTEXT, LABEL_CREATED_BY
 from api.opensandbox import ANNOTATION_ALLOC_STATUS, LABEL_BATCH_SANDBOX_NAME, LABEL_POOL_NAME
 from services.claim.core.batch.plan import BatchObservation, observe_batch, plan_batch
 from services.claim.core.batch.tasks import SyncTasks, TaskMemo
@@ -43,12 +56,22 @@ from services.runtime.cache import (
     metadata_of,
 )
 from services.runtime.reconcile import Plan
+from services.runtime.reconcile.tracing import ReconcileSpan
 from services.runtime.reconcile.warm import WarmTaker
 from services.runtime.reconcile.worker import Observed, WorkerDefinition
+from services.sandbox.core.pods import normalize_created_by
 
-__all__ = ["WATCHED_KINDS", "WORKER_NAME", "ClaimReconciler", "ClaimWakes", "claim_worker"]
+__all__ = [
+    "SPAN_NAME",
+    "WATCHED_KINDS",
+    "WORKER_NAME",
+    "ClaimReconciler",
+    "ClaimWakes",
+    "claim_worker",
+]
 
 WORKER_NAME = "claim"
+SPAN_NAME = "ReconcileSandboxClaim"
 WATCHED_KINDS = (
     "SandboxClaim",
     "Sandbox",
@@ -83,6 +106,31 @@ class ClaimReconciler:
 
     def plan(self, inputs: ClaimObservation, now: datetime) -> Plan:
         return plan_claim(inputs, now)
+
+    def span(self, inputs: ClaimObservation) -> ReconcileSpan | None:
+        if inputs.claim is None:
+            return None
+        attributes = {"sandboxclaim.name": inputs.name, "sandboxclaim.namespace": inputs.namespace}
+        created_by = labels_of(inputs.claim).get(LABEL_CREATED_BY)
+        if created_by is not None:
+            attributes[LABEL_CREATED_BY] = normalize_created_by(str(created_by))
+        parent = (metadata_of(inputs.claim).get("annotations") or {}).get(ANNOTATION_TRACE_CONTEXT)
+        return ReconcileSpan(SPAN_NAME, attributes, str(parent) if parent else None)
+
+    def with_trace_context(self, inputs: ClaimObservation, carrier: str) -> ClaimObservation:
+        # Only a claim that may adopt or create (no Sandbox of its own yet) needs the carrier,
+        # and only one without a carrier of its own; leaving it out otherwise keeps the
+        # inputs, and so the decision's digest, stable.
+        claim = inputs.claim
+        if claim is None or inputs.controlled:
+            return inputs
+        metadata = metadata_of(claim)
+        annotations = dict(metadata.get("annotations") or {})
+        if annotations.get(ANNOTATION_TRACE_CONTEXT):
+            return inputs
+        annotations[ANNOTATION_TRACE_CONTEXT] = carrier
+        traced = {**claim, "metadata": {**metadata, "annotations": annotations}}
+        return msgspec.structs.replace(inputs, claim=traced)
 
 
 @dataclass(frozen=True)

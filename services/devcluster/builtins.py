@@ -5,6 +5,10 @@ generic registry, each citing the upstream strategy it follows. What is delibera
 admission plugins that need a controller we do not run (the PVC protection finalizer, the
 ServiceAccount token volume), Event TTLs, and the Endpoints/EndpointSlices of Services.
 
+What a deployment applies besides (ServiceAccounts, RBAC, Deployments, StatefulSets,
+PodDisruptionBudgets) is stored and validated but never acted on: see
+:class:`WorkloadStrategy`.
+
 core/v1 and events.k8s.io/v1 Events are one set of objects (storage ``events``), stored in the
 core/v1 shape; :func:`event_to_events_v1` / :func:`event_from_events_v1` convert the fields the
 two versions name differently.
@@ -31,7 +35,7 @@ from services.devcluster.errors import (
 from services.devcluster.meta import dns1035_label_errors, dns1123_label_errors, path_segment_errors
 from services.devcluster.pods import PodStrategy, default_pod_spec
 from services.devcluster.resources import ResourceType
-from services.devcluster.selectors import field_selectors_for
+from services.devcluster.selectors import LabelSelector, SelectorError, field_selectors_for
 from services.devcluster.strategy import Strategy, WriteContext
 
 if TYPE_CHECKING:
@@ -591,6 +595,172 @@ class NetworkPolicyStrategy(Strategy):
         return causes
 
 
+# -- stored, not run: what a deployment of sandbus applies besides -----------------------------
+
+
+class WorkloadStrategy(Strategy):
+    """``registry/apps/deployment`` and ``statefulset``, stored only: no controller makes their
+    Pods, no scale subresource, no rollout. They are here so that a deployment's manifests apply
+    (and dry-run) as against a real cluster, with the generation and the one rule a manifest
+    breaks most: the selector is required, selects the template's own labels and never changes
+    (apps validation, ``ValidateDeploymentSpec``, ``ValidateStatefulSetSpec``)."""
+
+    tracks_generation = True
+
+    def initial_status(self, rtype: ResourceType, obj: Json) -> Json | None:
+        return {}
+
+    def _spec_causes(self, spec: Any) -> list[Cause]:
+        if not isinstance(spec, dict):
+            return [field_required("spec")]
+        selector = spec.get("selector")
+        if not isinstance(selector, dict):
+            return [field_required("spec.selector")]
+        if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+            return [field_invalid("spec.selector", selector, "empty selector is invalid")]
+        template = spec.get("template")
+        metadata = template.get("metadata") if isinstance(template, dict) else None
+        labels = (metadata or {}).get("labels") if isinstance(metadata, dict) else None
+        try:
+            selected = LabelSelector.from_label_selector(selector).matches(labels or {})
+        except SelectorError as error:
+            return [field_invalid("spec.selector", selector, str(error))]
+        if not selected:
+            return [
+                field_invalid(
+                    "spec.template.metadata.labels",
+                    labels or {},
+                    "`selector` does not match template `labels`",
+                )
+            ]
+        return []
+
+    def validate(self, rtype: ResourceType, obj: Json, ctx: WriteContext) -> list[Cause]:
+        return super().validate(rtype, obj, ctx) + self._spec_causes(obj.get("spec"))
+
+    def validate_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> list[Cause]:
+        causes = super().validate_update(rtype, new, old, ctx) + self._spec_causes(new.get("spec"))
+        selector = (new.get("spec") or {}).get("selector")
+        if selector != (old.get("spec") or {}).get("selector"):
+            causes.append(field_invalid("spec.selector", selector, "field is immutable"))
+        return causes
+
+
+class BindingStrategy(Strategy):
+    """``registry/rbac/rolebinding`` and ``clusterrolebinding``: the roleRef is required and never
+    changes. No authorizer reads any RBAC object here (the development cluster has no users)."""
+
+    def validate(self, rtype: ResourceType, obj: Json, ctx: WriteContext) -> list[Cause]:
+        causes = super().validate(rtype, obj, ctx)
+        ref = obj.get("roleRef")
+        if not isinstance(ref, dict) or not ref.get("name"):
+            causes.append(field_required("roleRef.name"))
+        return causes
+
+    def validate_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> list[Cause]:
+        causes = super().validate_update(rtype, new, old, ctx)
+        if new.get("roleRef") != old.get("roleRef"):
+            causes.append(field_invalid("roleRef", new.get("roleRef"), "cannot change roleRef"))
+        return causes
+
+
+class BudgetStrategy(Strategy):
+    """``registry/policy/poddisruptionbudget``: the generation and an empty status, no more (no
+    eviction consults a budget here)."""
+
+    tracks_generation = True
+
+    def initial_status(self, rtype: ResourceType, obj: Json) -> Json | None:
+        return {}
+
+
+def _stored_kinds() -> list[ResourceType]:
+    """What a deployment applies besides pods, services and the rest: stored and validated,
+    never acted on."""
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        ResourceType(
+            "",
+            "v1",
+            "serviceaccounts",
+            "serviceaccount",
+            "ServiceAccount",
+            namespaced=True,
+            strategy=Strategy(),
+            short_names=("sa",),
+        ),
+        ResourceType(
+            "apps",
+            "v1",
+            "deployments",
+            "deployment",
+            "Deployment",
+            namespaced=True,
+            strategy=WorkloadStrategy(),
+            short_names=("deploy",),
+            categories=("all",),
+            status_subresource=True,
+        ),
+        ResourceType(
+            "apps",
+            "v1",
+            "statefulsets",
+            "statefulset",
+            "StatefulSet",
+            namespaced=True,
+            strategy=WorkloadStrategy(),
+            short_names=("sts",),
+            categories=("all",),
+            status_subresource=True,
+        ),
+        ResourceType(
+            "policy",
+            "v1",
+            "poddisruptionbudgets",
+            "poddisruptionbudget",
+            "PodDisruptionBudget",
+            namespaced=True,
+            strategy=BudgetStrategy(),
+            short_names=("pdb",),
+            status_subresource=True,
+        ),
+        ResourceType(rbac, "v1", "roles", "role", "Role", namespaced=True, strategy=Strategy()),
+        ResourceType(
+            rbac,
+            "v1",
+            "rolebindings",
+            "rolebinding",
+            "RoleBinding",
+            namespaced=True,
+            strategy=BindingStrategy(),
+        ),
+        ResourceType(
+            rbac,
+            "v1",
+            "clusterroles",
+            "clusterrole",
+            "ClusterRole",
+            namespaced=False,
+            strategy=Strategy(),
+            field_labels=("metadata.name",),
+        ),
+        ResourceType(
+            rbac,
+            "v1",
+            "clusterrolebindings",
+            "clusterrolebinding",
+            "ClusterRoleBinding",
+            namespaced=False,
+            strategy=BindingStrategy(),
+            field_labels=("metadata.name",),
+        ),
+    ]
+
+
 # -- the table ---------------------------------------------------------------------------------
 
 
@@ -731,6 +901,7 @@ def builtin_types() -> list[ResourceType]:
             status_subresource=True,
             field_labels=("metadata.name",),
         ),
+        *_stored_kinds(),
     ]
 
 

@@ -44,6 +44,7 @@ from services.history.render import (
 from services.history.rerun import Rerun, rerun, rerun_lines
 from services.history.selection import Selection
 from services.runtime.cache import ObjectKey, metadata_of
+from services.runtime.connection import server_urls, tls_context
 from services.runtime.reconcile.worker import WorkerDefinition
 from services.runtime.runner import load_worker
 
@@ -127,7 +128,8 @@ async def _connected(url: str, err: TextIO) -> AsyncIterator[JetStreamContext]:
     try:
         client = await asyncio.wait_for(
             nats.connect(
-                url,
+                server_urls(url),
+                tls=tls_context(),
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=0.5,
                 error_cb=remember,

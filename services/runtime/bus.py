@@ -39,7 +39,9 @@ for every service to call on start, concurrently. Settings JetStream cannot chan
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
@@ -64,6 +66,7 @@ from events.types import DecisionMade, ObjectDeleted, ObjectEvent, WarmQueued
 __all__ = [
     "ERR_MAX_MSGS_PER_SUBJECT",
     "ERR_STREAM_NAME_IN_USE",
+    "REPLICAS_ENV",
     "BusConfig",
     "BusProvisioningError",
     "StreamChange",
@@ -84,6 +87,7 @@ ERR_STREAM_NAME_IN_USE: Final = 10058
 StreamChange = Literal["created", "updated", "unchanged"]
 
 _DAY: Final = 86_400.0
+REPLICAS_ENV: Final = "SANDBUS_BUS_REPLICAS"
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
 StreamName = Annotated[str, msgspec.Meta(pattern=r"^[^.*>\s/\\]+$")]
 
@@ -111,6 +115,28 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True):
     dead_letter_max_bytes: Annotated[int, msgspec.Meta(gt=0)] = 256 << 20
 
     memo_stream: StreamName = "SANDBUS_MEMO"
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str] | None = None) -> BusConfig:
+        """The defaults, with ``SANDBUS_BUS_REPLICAS`` (1..5: each stream's copies in a NATS
+        cluster) and ``SANDBUS_BUS_DUPLICATE_WINDOW`` (seconds) when set; a value that does not
+        parse raises ValueError naming the variable."""
+        env = os.environ if env is None else env
+        settings: dict[str, Any] = {}
+        for variable, field, kind in (
+            (REPLICAS_ENV, "replicas", int),
+            ("SANDBUS_BUS_DUPLICATE_WINDOW", "duplicate_window", float),
+        ):
+            text = env.get(variable, "").strip()
+            if text:
+                try:
+                    settings[field] = kind(text)
+                except ValueError:
+                    raise ValueError(f"{variable}={text!r}: expected a number") from None
+        try:
+            return cls(**settings)
+        except ValueError as error:
+            raise ValueError(f"the bus settings of the environment: {error}") from None
 
     def __post_init__(self) -> None:
         # msgspec checks the Meta constraints only when decoding; a config built in code gets
@@ -290,6 +316,10 @@ async def _ensure_stream(js: JetStreamContext, desired: StreamConfig) -> StreamC
                 raise BusProvisioningError(f"cannot create stream {name}: {error}") from error
             # Another service created it between our lookup and our create; converge on it.
             info = await js.stream_info(name)
+    if (info.config.num_replicas or 1) > (desired.num_replicas or 1):
+        # Replicas are a floor: a service started without SANDBUS_BUS_REPLICAS never shrinks
+        # a bus that was provisioned replicated.
+        desired = dataclasses.replace(desired, num_replicas=info.config.num_replicas)
     differences = config_differences(desired, info.config)
     if not differences:
         return "unchanged"

@@ -27,7 +27,8 @@ import asyncio
 import logging
 import math
 import os
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
@@ -47,6 +48,8 @@ __all__ = [
     "connect_nats",
     "reconnect_budget",
     "redacted",
+    "server_urls",
+    "tls_context",
 ]
 
 log = logging.getLogger(__name__)
@@ -121,6 +124,44 @@ class NatsConnection:
         await close_quietly(self.client)
 
 
+TLS_CA_ENV: Final = "SANDBUS_NATS_TLS_CA"
+TLS_CERT_ENV: Final = "SANDBUS_NATS_TLS_CERT"
+TLS_KEY_ENV: Final = "SANDBUS_NATS_TLS_KEY"
+
+
+def tls_context(env: Mapping[str, str] | None = None) -> ssl.SSLContext | None:
+    """The TLS a service talks to NATS with, from the environment: ``SANDBUS_NATS_TLS_CA`` (the
+    CA that signed the servers' certificates; else the system's), and ``SANDBUS_NATS_TLS_CERT``
+    with ``SANDBUS_NATS_TLS_KEY`` (a client certificate, for a server that verifies clients).
+    None when none is set: a ``tls://`` URL then uses the system's CAs, a ``nats://`` one no
+    TLS. A file that cannot be read raises ValueError naming the variable."""
+    env = os.environ if env is None else env
+    ca, cert, key = (env.get(name, "").strip() for name in (TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV))
+    if not (ca or cert or key):
+        return None
+    if bool(cert) != bool(key):
+        raise ValueError(f"{TLS_CERT_ENV} and {TLS_KEY_ENV} go together: set both or neither")
+    try:
+        context = ssl.create_default_context(cafile=ca or None)
+    except (OSError, ssl.SSLError) as error:
+        raise ValueError(f"{TLS_CA_ENV}={ca!r}: {error}") from None
+    if cert:
+        try:
+            context.load_cert_chain(cert, key)
+        except (OSError, ssl.SSLError) as error:
+            raise ValueError(f"{TLS_CERT_ENV}={cert!r}, {TLS_KEY_ENV}={key!r}: {error}") from None
+    return context
+
+
+def server_urls(url: str) -> list[str]:
+    """The servers a URL names: ``nats://a:4222,nats://b:4222`` (a cluster, as the NATS tools
+    write it) is two."""
+    urls = [part.strip() for part in url.split(",") if part.strip()]
+    if not urls:
+        raise ValueError(f"no NATS server in {url!r}")
+    return urls
+
+
 async def connect_nats(
     url: str,
     *,
@@ -130,7 +171,12 @@ async def connect_nats(
     **options: Any,
 ) -> NatsConnection:
     """Connect as ``name``; ``budget`` bounds how long the connection may stay down (None: for
-    ever), the first connection included. Extra ``options`` go to ``nats.connect``."""
+    ever), the first connection included. TLS comes from the environment (:func:`tls_context`)
+    unless ``options`` give it. Extra ``options`` go to ``nats.connect``."""
+    if "tls" not in options:
+        context = tls_context()
+        if context is not None:
+            options["tls"] = context
     loop = asyncio.get_running_loop()
     lost: asyncio.Future[None] = loop.create_future()
     give_up: asyncio.TimerHandle | None = None
@@ -187,7 +233,7 @@ async def connect_nats(
         # budget bounds that wait too.
         async with asyncio.timeout(budget):
             client = await nats.connect(
-                url,
+                server_urls(url),
                 name=name,
                 connect_timeout=2,
                 allow_reconnect=True,

@@ -1,4 +1,5 @@
-"""A process's HTTP endpoint: ``GET /metrics`` in the Prometheus text format, ``GET /healthz``
+"""A process's HTTP endpoint: ``GET /metrics`` in the Prometheus text format (the gauges read
+by I/O sampled first, :func:`sample`), ``GET /healthz``
 (liveness: the process answers) and ``GET /readyz`` (readiness: every service of the process
 says it is ready, see :data:`READINESS`; else 503 with what each one waits for).
 
@@ -13,15 +14,27 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Final
 
 import prometheus_client
 from aiohttp import web
 
-from services.runtime.metrics import Metrics
+from services.runtime.metrics import Metrics, SampledGauge
 
-__all__ = ["READINESS", "Readiness", "metrics_endpoint", "serve_metrics"]
+__all__ = [
+    "READINESS",
+    "SAMPLE_TIMEOUT",
+    "Readiness",
+    "metrics_endpoint",
+    "sample",
+    "serve_metrics",
+]
 
 log = logging.getLogger(__name__)
+
+SAMPLE_TIMEOUT: Final = 2.0
+"""Seconds a scrape waits for each gauge read by I/O (well under Prometheus' default scrape
+timeout of 10 s)."""
 
 Check = Callable[[], "str | None"]
 """What a service is waiting for before it can serve (None: it is ready)."""
@@ -53,10 +66,30 @@ READINESS = Readiness()
 """The process's readiness, which ``/readyz`` answers from."""
 
 
+async def sample(metrics: Metrics, within: float = SAMPLE_TIMEOUT) -> None:
+    """Read every gauge of ``metrics`` that is read by I/O, all at once, each within
+    ``within`` seconds; one that fails or takes longer has no samples until it succeeds."""
+
+    async def one(gauge: SampledGauge) -> None:
+        sampler = gauge.sampler
+        if sampler is None:
+            return
+        try:
+            async with asyncio.timeout(within):
+                samples = await sampler()
+        except Exception as error:
+            log.warning("sampling %s: %r; no samples until one succeeds", gauge.name, error)
+            samples = {}
+        gauge.keep(sampler, samples)
+
+    await asyncio.gather(*(one(gauge) for gauge in metrics.sampled()))
+
+
 async def serve_metrics(metrics: Metrics, host: str, port: int) -> web.AppRunner:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` until the runner is cleaned up."""
 
     async def handle(request: web.Request) -> web.Response:
+        await sample(metrics)  # the gauges read by I/O, as of this scrape
         return web.Response(
             body=metrics.exposition(),
             headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST},

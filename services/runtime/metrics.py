@@ -11,6 +11,16 @@ adoption or a first Ready only after the status write that says so was accepted.
 Every worker also counts its reconcile passes, by kind and outcome, and times them
 (:data:`RUNTIME_METRICS`).
 
+Three ways a value gets into the registry, by where it lives: a declared counter or histogram
+that a ``Record`` (or the worker) adds to; a value a service keeps itself, read at each scrape
+(:meth:`Metrics.read_from`: the watcher's publishing counters, a worker's consumer lag); and a
+gauge that takes I/O to read (:meth:`Metrics.sample_from`: the depth of each warm queue, from
+the warm stream's info), which the endpoint samples before each scrape, bounded in time
+(:func:`services.runtime.endpoint.sample`; this module stays free of asyncio, since the pure
+planners import its vocabulary), so that it costs nothing while nobody scrapes and is never
+older than the scrape. A sample that fails or times out leaves the gauge without samples until
+one succeeds: an absent series says "unknown", where a stale one would lie.
+
 prometheus-client, not OpenTelemetry's Prometheus exporter: agent-sandbox's dashboards select
 series by exact name and bucket bounds (``agent_sandbox_claim_startup_latency_ms_bucket``), and
 the exporter derives names from an instrument's name and unit, so it would not reproduce them.
@@ -23,7 +33,7 @@ on (:mod:`services.runtime.endpoint`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -40,11 +50,16 @@ __all__ = [
     "MetricSpec",
     "Metrics",
     "MetricsError",
+    "SampledGauge",
+    "Sampler",
     "metrics_address",
     "process_metrics",
 ]
 
 METRICS_ADDRESS_ENV: Final = "SANDBUS_METRICS_ADDRESS"
+
+Sampler = Callable[[], Awaitable[Mapping[tuple[str, ...], float]]]
+"""Reads a gauge's samples: label values (in the gauge's label order) → value."""
 
 # The `_created` series doubles every counter and histogram and no dashboard reads it.
 prometheus_client.disable_created_metrics()
@@ -95,6 +110,7 @@ class Metrics:
         self._specs: dict[str, MetricSpec] = {}
         self._metrics: dict[str, Counter | Histogram] = {}
         self._readers: dict[tuple[str, str], _Readers] = {}
+        self._sampled: dict[str, SampledGauge] = {}
         self.declare(RUNTIME_METRICS)
         self.declare(specs)
 
@@ -163,6 +179,31 @@ class Metrics:
             self._readers[(name, kind)] = collector
         collector.readers[tuple(v for _, v in sorted((labels or {}).items()))] = read
 
+    def sample_from(self, name: str, help: str, labels: tuple[str, ...], sample: Sampler) -> None:
+        """A gauge whose samples ``sample`` reads by I/O, before each scrape (the endpoint asks).
+        Sampling again under the same name replaces the sampler (a worker started again)."""
+        gauge = self._sampled.get(name)
+        if gauge is None:
+            gauge = SampledGauge(name, help, labels)
+            self.registry.register(gauge)
+            self._sampled[name] = gauge
+        elif gauge.label_names != labels:
+            raise MetricsError(f"gauge {name} sampled with the labels {sorted(gauge.label_names)}")
+        gauge.sampler = sample
+        gauge.last = {}
+
+    def stop_sampling(self, name: str, sample: Sampler) -> None:
+        """Stop sampling ``name`` with ``sample`` (if it still is the sampler): its series go
+        (a standby does not report what only the leader reads)."""
+        gauge = self._sampled.get(name)
+        if gauge is not None and gauge.sampler is sample:
+            gauge.sampler = None
+            gauge.last = {}
+
+    def sampled(self) -> list[SampledGauge]:
+        """The gauges read by I/O that have a sampler now (what a scrape samples)."""
+        return [gauge for gauge in self._sampled.values() if gauge.sampler is not None]
+
     def value(self, name: str, labels: Mapping[str, str], suffix: str = "") -> float | None:
         """One sample as the endpoint would show it (``suffix``: ``_total``, ``_count``, ...)."""
         return self.registry.get_sample_value(name.removesuffix("_total") + suffix, dict(labels))
@@ -196,6 +237,29 @@ class _Readers(Collector):
                     families[value_name] = family
                 family.add_metric(list(labels), value)
         yield from families.values()
+
+
+class SampledGauge(Collector):
+    """One gauge family read by I/O: its samples are those its sampler gave last."""
+
+    def __init__(self, name: str, help: str, label_names: tuple[str, ...]) -> None:
+        self.name = name
+        self.help = help
+        self.label_names = label_names
+        self.sampler: Sampler | None = None
+        self.last: Mapping[tuple[str, ...], float] = {}
+
+    def keep(self, sampler: Sampler, samples: Mapping[tuple[str, ...], float]) -> None:
+        """What ``sampler`` read ({} when it failed), unless it was stopped or replaced while
+        it read."""
+        if self.sampler is sampler:
+            self.last = dict(samples)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self.name, self.help, labels=self.label_names)
+        for labels, value in sorted(self.last.items()):
+            family.add_metric(list(labels), value)
+        yield family
 
 
 _PROCESS: list[Metrics] = []

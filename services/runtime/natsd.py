@@ -12,6 +12,12 @@ API server accepts objects up to 1.5 MiB and every change event carries a whole 
 
 ``restart()`` keeps the port and the store directory, which is what a test of "NATS itself was
 restarted" needs: clients reconnect to the same URL and find the same streams.
+
+:class:`NatsCluster` runs several servers as one JetStream cluster on loopback (routes between
+them, a server name each), for a replicated bus (streams with ``replicas`` 3) in ``sandbus up
+--nats-cluster 3`` and in the tests that kill a node. The route ports are chosen free before
+the nodes start (JetStream in a cluster refuses to start without routes), every node routes to
+the others, and each keeps its ports across a restart.
 """
 
 from __future__ import annotations
@@ -28,10 +34,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["NatsServer", "NatsServerError", "find_nats_server"]
+import nats
+
+__all__ = ["NatsCluster", "NatsServer", "NatsServerError", "TlsFiles", "find_nats_server"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -72,6 +81,10 @@ class NatsServer:
         startup_timeout: float = 20.0,
         log_file: str | os.PathLike[str] | None = None,
         max_payload: int = 4 * 1024 * 1024,
+        cluster_name: str | None = None,
+        server_name: str | None = None,
+        routes: tuple[str, ...] = (),
+        tls: TlsFiles | None = None,
     ) -> None:
         self._own_dir = store_dir is None
         self.store_dir = Path(store_dir or tempfile.mkdtemp(prefix="sandbus-nats-"))
@@ -81,6 +94,12 @@ class NatsServer:
         self.startup_timeout = startup_timeout
         self.log_file = Path(log_file) if log_file else self.store_dir / "nats-server.log"
         self.max_payload = max_payload
+        self.cluster_name = cluster_name
+        self.server_name = server_name
+        self.routes = routes
+        self.tls = tls
+        self.cluster_port = -1
+        """The route port, once started as a cluster node (kept across a restart)."""
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -88,6 +107,13 @@ class NatsServer:
         if self.port <= 0:
             raise NatsServerError("the server has not started yet")
         return f"nats://{self.host}:{self.port}"
+
+    @property
+    def cluster_url(self) -> str:
+        """Where other nodes route to this one."""
+        if self.cluster_port <= 0:
+            raise NatsServerError("the server has not started as a cluster node")
+        return f"nats://{self.host}:{self.cluster_port}"
 
     @property
     def running(self) -> bool:
@@ -104,7 +130,10 @@ class NatsServer:
         ports_dir = Path(tempfile.mkdtemp(prefix="ports-", dir=self.store_dir))
         config = self.store_dir / "nats-server.conf"
         # Only what has no command-line flag goes here; the flags below win over the file.
-        config.write_text(f"max_payload: {self.max_payload}\n")
+        settings = f"max_payload: {self.max_payload}\n"
+        if self.tls is not None:
+            settings += self.tls.block()
+        config.write_text(settings)
         args = [
             self.binary,
             "--config",
@@ -119,6 +148,17 @@ class NatsServer:
             "--ports_file_dir",
             str(ports_dir),
         ]
+        if self.cluster_name is not None:
+            args += [
+                "--cluster_name",
+                self.cluster_name,
+                "--server_name",
+                self.server_name or f"{self.cluster_name}-{self.port}",
+                "--cluster",
+                f"nats://{self.host}:{self.cluster_port}",
+            ]
+            if self.routes:
+                args += ["--routes", ",".join(self.routes)]
         log = self.log_file.open("ab")
         try:
             self._process = subprocess.Popen(
@@ -152,8 +192,12 @@ class NatsServer:
                 )
             for ports_file in ports_dir.glob("*.ports"):
                 with contextlib.suppress(ValueError, OSError):
-                    nats_urls = json.loads(ports_file.read_text()).get("nats") or []
-                    if nats_urls:
+                    ports = json.loads(ports_file.read_text())
+                    nats_urls = ports.get("nats") or []
+                    cluster_urls = ports.get("cluster") or []
+                    if self.cluster_name is not None and cluster_urls:
+                        self.cluster_port = int(str(cluster_urls[0]).rsplit(":", 1)[1])
+                    if nats_urls and (self.cluster_name is None or cluster_urls):
                         return int(str(nats_urls[0]).rsplit(":", 1)[1])
             time.sleep(0.01)
         raise NatsServerError(f"nats-server did not report its port in time: {self._log_tail()}")
@@ -218,6 +262,145 @@ class NatsServer:
         self.close()
 
     async def __aenter__(self) -> NatsServer:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.close)
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A server's certificate and key, and the CA its clients' certificates must be signed by
+    (``verify``: clients must present one)."""
+
+    cert: Path
+    key: Path
+    ca: Path
+    verify: bool = True
+
+    def block(self) -> str:
+        return (
+            "tls {\n"
+            f"  cert_file: {json.dumps(str(self.cert))}\n"
+            f"  key_file: {json.dumps(str(self.key))}\n"
+            f"  ca_file: {json.dumps(str(self.ca))}\n"
+            f"  verify: {'true' if self.verify else 'false'}\n"
+            "  timeout: 2\n"
+            "}\n"
+        )
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class NatsCluster:
+    """``size`` nats-servers as one JetStream cluster on loopback; a sync or async context
+    manager. ``url`` names every node (comma-separated, as ``connect_nats`` and the NATS tools
+    take it), so a client moves to another node when its own goes."""
+
+    def __init__(
+        self,
+        size: int = 3,
+        *,
+        store_dir: str | os.PathLike[str] | None = None,
+        name: str = "sandbus",
+        startup_timeout: float = 30.0,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"a cluster has at least one node, not {size}")
+        self._own_dir = store_dir is None
+        self.store_dir = Path(store_dir or tempfile.mkdtemp(prefix="sandbus-nats-cluster-"))
+        self.name = name
+        self.startup_timeout = startup_timeout
+        self.nodes = [
+            NatsServer(
+                store_dir=self.store_dir / f"node-{index}",
+                cluster_name=name,
+                server_name=f"{name}-{index}",
+                startup_timeout=startup_timeout,
+            )
+            for index in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        return ",".join(node.url for node in self.nodes)
+
+    def start(self) -> NatsCluster:
+        # JetStream in a cluster will not start without routes, so every node's route port is
+        # chosen before any starts (free now; a clash fails the start with a clear log).
+        if any(node.cluster_port <= 0 for node in self.nodes):
+            for node, port in zip(self.nodes, _free_ports(len(self.nodes)), strict=True):
+                node.cluster_port = port
+        try:
+            for node in self.nodes:
+                node.routes = tuple(other.cluster_url for other in self.nodes if other is not node)
+                node.start()
+            self._wait_for_jetstream()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_for_jetstream(self) -> None:
+        """Until the cluster has elected its JetStream meta leader (``/jsz`` would tell too;
+        a request answered by JetStream is what clients need)."""
+
+        async def ready() -> bool:
+            connection = await nats.connect(self.url.split(","), connect_timeout=2)
+            try:
+                await connection.jetstream().account_info()
+                return True
+            except Exception:
+                return False
+            finally:
+                await connection.close()
+
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if asyncio.run(ready()):
+                return
+            time.sleep(0.2)
+        raise NatsServerError(
+            f"the cluster elected no JetStream leader within {self.startup_timeout} s"
+        )
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+        if self._own_dir:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
+
+    def __enter__(self) -> NatsCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> NatsCluster:
         await asyncio.to_thread(self.start)
         return self
 

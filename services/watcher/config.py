@@ -18,8 +18,11 @@ how a Deployment sets it:
 ``SANDBUS_WATCHER_SHARDS``             parallel per-object publishing queues (default 32)
 ``SANDBUS_WATCHER_MAX_PENDING``        changes queued before the watches pause (default 1024)
 ``SANDBUS_WATCHER_PAGE_SIZE``          list page size of a relist (default 500)
-``SANDBUS_BUS_DUPLICATE_WINDOW``       the event log's duplicate window in seconds (default:
-                                       :class:`~services.runtime.bus.BusConfig`'s)
+``SANDBUS_WATCHER_PUBLIC_EVENTS``      ``true``: also publish each event with its secrets redacted
+                                       on ``sandbus.public.events.>`` (default ``false``)
+``SANDBUS_BUS_DUPLICATE_WINDOW``       the event log's duplicate window in seconds, and
+``SANDBUS_BUS_REPLICAS``               each stream's copies in a NATS cluster (defaults:
+                                       :meth:`~services.runtime.bus.BusConfig.from_environment`)
 =====================================  =========================================================
 """
 
@@ -42,6 +45,13 @@ def _default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+def _flag(text: str | None, name: str) -> bool:
+    value = (text or "false").strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"{_PREFIX}{name}={text!r}: expected true or false")
+    return value == "true"
+
+
 @dataclass(frozen=True)
 class WatcherConfig:
     identity: str = field(default_factory=_default_identity)
@@ -58,6 +68,8 @@ class WatcherConfig:
     ack_timeout: float = 5.0
     request_timeout: float = 30.0
     bus: BusConfig = field(default_factory=BusConfig)
+    public_events: bool = False
+    """Also publish every event, redacted, for external subscribers (events/redaction.py)."""
 
     def __post_init__(self) -> None:
         if self.shards < 1 or self.max_pending < 1 or self.list_page_size < 1:
@@ -75,7 +87,6 @@ class WatcherConfig:
 
         try:
             lease_seconds = get("LEASE_SECONDS")
-            window = env.get("SANDBUS_BUS_DUPLICATE_WINDOW")
             return cls(
                 identity=get("IDENTITY") or _default_identity(),
                 lease_namespace=get("LEASE_NAMESPACE") or env.get("POD_NAMESPACE") or "default",
@@ -89,7 +100,8 @@ class WatcherConfig:
                 shards=int(get("SHARDS") or 32),
                 max_pending=int(get("MAX_PENDING") or 1024),
                 list_page_size=int(get("PAGE_SIZE") or 500),
-                bus=BusConfig(duplicate_window=float(window)) if window else BusConfig(),
+                bus=BusConfig.from_environment(env),
+                public_events=_flag(get("PUBLIC_EVENTS"), "PUBLIC_EVENTS"),
             )
         except ValueError as error:
             raise ValueError(f"invalid watcher setting in the environment: {error}") from None

@@ -49,10 +49,12 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client
 from nats.js.api import RawStreamMsg
+from opentelemetry.trace import Span
 
 from events.codec import EventDecodeError, decode_event, encode_event
 from events.envelope import ObjectKey
 from events.headers import MSG_ID, event_headers
+from events.redaction import public_subject, redacted_object
 from events.subjects import event_subject, state_subject
 from events.types import (
     ObjectAdded,
@@ -82,7 +84,7 @@ from services.watcher.streams import (
     fenced_publish,
     last_message,
 )
-from services.watcher.tracing import trace_context
+from services.watcher.tracing import PublishSpans, TraceContext, failed, trace_context
 
 __all__ = [
     "EVENT_SEQUENCE_HEADER",
@@ -148,8 +150,11 @@ class Publisher:
         max_pending: int = 1024,
         ack_timeout: float = 5.0,
         stats: PublishStats | None = None,
+        public: bool = False,
+        spans: PublishSpans | None = None,
     ) -> None:
         self._nc = nc
+        self._public = public
         self._js = nc.jetstream()
         self._bus = bus
         self._resources = resources
@@ -163,6 +168,7 @@ class Publisher:
         self._idle.set()
         self._ack_timeout = ack_timeout
         self.stats = stats if stats is not None else PublishStats()
+        self._spans = spans if spans is not None else PublishSpans(None)
 
     # -- the watch loops' side --------------------------------------------------------------
 
@@ -211,6 +217,20 @@ class Publisher:
         resource = self._resources[change.key.kind]
         obj = resource.complete(dict(obj))
         trace = trace_context(change.event_id, obj)
+        # The watcher's span of this change, with the ids its event carries (services/watcher/
+        # tracing.py): what consumers trace under the event's traceparent hangs under it.
+        with self._spans.publishing(trace, change.change, change.key, change.event_id) as span:
+            await self._write(change, obj, trace, floor, span)
+
+    async def _write(
+        self,
+        change: Change,
+        obj: dict[str, Any],
+        trace: TraceContext,
+        floor: int,
+        span: Span | None,
+    ) -> None:
+        """The change's writes (event log, then state table), or its dead letter."""
         try:
             event = observed_event(
                 change.change,
@@ -221,17 +241,19 @@ class Publisher:
                 tracestate=trace.tracestate,
             )
         except ObservedObjectError as error:
-            await self._dead_letter(change, obj, f"the object cannot become an event: {error}")
+            reason = f"the object cannot become an event: {error}"
+            failed(span, f"dead-lettered: {reason}")
+            await self._dead_letter(change, obj, reason)
             self._low_water.end(floor)
             return
         payload = encode_event(event)
         if len(payload) + _HEADER_ALLOWANCE > self._nc.max_payload:
-            await self._dead_letter(
-                change,
-                obj,
+            reason = (
                 f"event {change.event_id} is {len(payload)} bytes, above the NATS max_payload "
-                f"of {self._nc.max_payload} bytes; raise max_payload in the server config",
+                f"of {self._nc.max_payload} bytes; raise max_payload in the server config"
             )
+            failed(span, f"dead-lettered: {reason}")
+            await self._dead_letter(change, obj, reason)
             self._low_water.end(floor)
             return
         key = change.key
@@ -258,6 +280,8 @@ class Publisher:
             stored_id=event_id_of_log_message,
         )
         self._low_water.acked(event_seq)
+        if self._public:
+            await self._publish_public(event, obj, change, trace)
         state_headers = event_headers(
             event.id, traceparent=event.traceparent, tracestate=event.tracestate, dedup=False
         )
@@ -281,6 +305,27 @@ class Publisher:
             self._seqs.pop(key, None)
         else:
             self._seqs[key] = Seqs(event_seq, state_seq)
+
+    async def _publish_public(
+        self, event: ObjectEvent, obj: Mapping[str, Any], change: Change, trace: TraceContext
+    ) -> None:
+        """The redacted copy for external subscribers (events/redaction.py), once the event is
+        on the log, with the log entry's id (it derives from the object's uid and version):
+        core NATS, no ack, so a slow or absent subscriber never holds the log up."""
+        key = change.key
+        copy = observed_event(
+            change.change,
+            redacted_object(dict(obj)),
+            time=event.time,
+            synthetic=change.synthetic,
+            traceparent=trace.traceparent,
+            tracestate=trace.tracestate,
+        )
+        headers = event_headers(
+            event.id, traceparent=trace.traceparent, tracestate=trace.tracestate, dedup=False
+        )
+        subject = public_subject(event_subject(key.kind, key.namespace or None, key.name))
+        await self._nc.publish(subject, encode_event(copy), headers=headers)
 
     async def _last_published_object(self, change: Change) -> dict[str, Any]:
         """The state a synthetic deletion carries: the last one published for its key."""

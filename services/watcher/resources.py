@@ -66,7 +66,7 @@ Where each kind lives (group, version, plural, paths) is not repeated here: it c
 one kind→resource table of sandbus, :data:`services.runtime.kube.RESOURCES`. This module adds
 only the selection.
 
-The watcher's ClusterRole (deploy/base/rbac/watcher.yaml) must allow get, list and watch on
+The watcher's ClusterRole (deploy/base/rbac/watcher.yaml) must allow list and watch on
 every resource here; a unit test holds the two together.
 """
 

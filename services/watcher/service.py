@@ -32,6 +32,10 @@ one :func:`~services.runtime.connection.connect_nats` every service uses (nats-p
 publishes while it does, and every write is retried until acknowledged); a connection gone for
 good stops the service with an error, so that it is restarted. The API server is retried by
 each loop with backoff. Neither being down at start-up is fatal: the service waits for both.
+
+Tracing (``SANDBUS_TRACING``, or an OTLP endpoint; :mod:`services.runtime.reconcile.tracing`):
+each publish is a ``Publish<Kind>`` span with the ids its event carries
+(:mod:`services.watcher.tracing`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from dataclasses import dataclass, field
 from kubernetes_asyncio.client import ApiClient
 from nats.aio.client import Client
 from nats.js.errors import APIError
+from opentelemetry.trace import Tracer
 
 from events.codec import EventDecodeError, decode_event
 from events.envelope import ObjectKey
@@ -61,6 +66,7 @@ from services.runtime.election import LeaseElector
 from services.runtime.endpoint import READINESS, metrics_endpoint
 from services.runtime.kube import KubeApi
 from services.runtime.metrics import metrics_address, process_metrics
+from services.runtime.reconcile.tracing import tracing_from_environment
 from services.runtime.settings import Settings, kube_api_client
 from services.runtime.streams import read_to_end
 from services.watcher.config import WatcherConfig
@@ -86,6 +92,7 @@ from services.watcher.publisher import (
 )
 from services.watcher.resources import WATCHED_RESOURCES, WatchedResource
 from services.watcher.streams import TRANSIENT, Backoff, PublishStats, fenced_publish
+from services.watcher.tracing import PublishSpans
 from services.watcher.watching import ResourceWatcher
 
 __all__ = ["Session", "Watcher", "serve"]
@@ -120,6 +127,7 @@ class Watcher:
         config: WatcherConfig,
         *,
         resources: Sequence[WatchedResource] = WATCHED_RESOURCES,
+        tracer: Tracer | None = None,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
@@ -138,6 +146,7 @@ class Watcher:
             annotations=lambda: low_water_annotations(self._low_water()),
         )
         self.stats = PublishStats()
+        self.spans = PublishSpans(tracer)
         self.session: Session | None = None
         self.sessions = 0
 
@@ -226,6 +235,8 @@ class Watcher:
             max_pending=self.config.max_pending,
             ack_timeout=self.config.ack_timeout,
             stats=self.stats,
+            public=self.config.public_events,
+            spans=self.spans,
         )
         session.publisher = publisher
         session.watchers = [
@@ -364,6 +375,7 @@ async def serve(settings: Settings) -> None:
     gone for good (:mod:`services.runtime.connection`)."""
     config = WatcherConfig.from_env()
     address = metrics_address()
+    tracing = tracing_from_environment("sandbus-watcher")
     connection = await connect_nats(
         settings.nats_url,
         name=f"sandbus-watcher {config.identity}",
@@ -373,7 +385,12 @@ async def serve(settings: Settings) -> None:
     try:
         api_client = await kube_api_client(settings)
         try:
-            watcher = Watcher(connection.client, api_client, config)
+            watcher = Watcher(
+                connection.client,
+                api_client,
+                config,
+                tracer=tracing.tracer if tracing is not None else None,
+            )
             metrics = process_metrics()
             metrics.read_from(
                 "sandbus_watcher",
@@ -391,3 +408,5 @@ async def serve(settings: Settings) -> None:
             await api_client.close()
     finally:
         await connection.close()
+        if tracing is not None:
+            tracing.shutdown()

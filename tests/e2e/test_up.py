@@ -6,8 +6,10 @@ every service), kubectl, and the tail command, exactly as the README tells a use
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,7 +19,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats
 import pytest
+
+from services.runtime.runner import SERVICES
 
 BIN = Path(sys.executable).parent
 SANDBUS = str(BIN / "sandbus")
@@ -72,7 +77,10 @@ def _kubectl(
 
 
 @pytest.fixture
-def sandbus_up(tmp_path: Path) -> Iterator[Path]:
+def sandbus_up(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """`sandbus up --dir state` until it is ready; with indirect parametrization, further
+    arguments."""
+    arguments: list[str] = getattr(request, "param", [])
     state = tmp_path / "state"
     log = (tmp_path / "up.log").open("wb")
     with socket.socket() as probe:
@@ -80,7 +88,7 @@ def sandbus_up(tmp_path: Path) -> Iterator[Path]:
         port = probe.getsockname()[1]
     (tmp_path / "metrics-port").write_text(str(port))
     process = subprocess.Popen(
-        [SANDBUS, "up", "--dir", str(state)],
+        [SANDBUS, "up", "--dir", str(state), *arguments],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=tmp_path,
@@ -246,3 +254,49 @@ def test_explain_rerun_makes_the_recorded_decisions_again(sandbus_up: Path, tmp_
         assert time.monotonic() < deadline, rerun.stdout.decode() + rerun.stderr.decode()
         time.sleep(0.5)
     assert lines and all(line.endswith(": same decision") for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    "sandbus_up",
+    [["--nodes", "2", "--pod-ready-delay", "0.1", "--write-latency-ms", "1"]],
+    indirect=True,
+)
+def test_up_says_each_service_is_ready_and_passes_the_cluster_options_on(
+    sandbus_up: Path, tmp_path: Path
+) -> None:
+    """One line per service once it says it is ready (no longer "started"), then what to try;
+    and the development cluster's options reach it: two nodes registered."""
+    lines = (tmp_path / "up.log").read_text().splitlines()
+    said = [line for line in lines if line.startswith("  ")]
+    for service in SERVICES:
+        assert any(re.fullmatch(rf"  {service} +ready \(\d+\.\d s\)", line) for line in said), said
+    assert not any("started" in line for line in said), said
+    assert any("(development cluster, 2 nodes," in line for line in said), said
+    hints = "\n".join(lines[next(i for i, line in enumerate(lines) if line.startswith("ready.")) :])
+    for hint in ("get sandboxes", "sandbus events tail --nats", "sandbus demo"):
+        assert hint in hints, hints
+
+    nodes = _kubectl(sandbus_up, tmp_path, "get", "nodes", "-o", "json")
+    assert nodes.returncode == 0, nodes.stderr.decode()
+    assert len(json.loads(nodes.stdout)["items"]) == 2, nodes.stdout.decode()
+
+
+@pytest.mark.parametrize("sandbus_up", [["--nats-cluster", "3"]], indirect=True)
+def test_up_with_a_nats_cluster_replicates_every_stream(sandbus_up: Path) -> None:
+    """``--nats-cluster 3``: three nats-servers as one JetStream cluster, and every stream the
+    services use has three replicas."""
+    urls = (sandbus_up / "nats-url").read_text().strip().split(",")
+    assert len(urls) == 3
+
+    async def replicas() -> dict[str, int]:
+        connection = await nats.connect(urls)
+        try:
+            return {
+                str(info.config.name): info.config.num_replicas or 1
+                for info in await connection.jetstream().streams_info()
+            }
+        finally:
+            await connection.close()
+
+    found = asyncio.run(replicas())
+    assert found and set(found.values()) == {3}, found

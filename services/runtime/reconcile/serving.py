@@ -121,7 +121,7 @@ async def serve_worker(
 ) -> None:
     """Run ``service`` until cancelled (then exit cleanly) or until its connection to NATS is
     lost for good (then raise)."""
-    bus = bus or BusConfig()
+    bus = bus or BusConfig.from_environment()
     name = service.definition.name
     worker_settings = _worker_settings(service, os.environ)
     lease = lease_settings(name) if service.replicas == "leader" else None

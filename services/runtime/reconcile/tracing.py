@@ -1,14 +1,16 @@
 """Tracing reconciles with OpenTelemetry: one span per reconcile, one child span per step.
 
-Tracing is off unless ``SANDBUS_TRACING`` turns it on (:func:`tracing_from_environment`):
+Tracing is off unless ``SANDBUS_TRACING`` turns it on, or an OTLP endpoint is set
+(:func:`tracing_from_environment`):
 
-``off`` (the default; also ``0``, ``false``, ``no``, empty)
+``off`` (the default without an OTLP endpoint; also ``0``, ``false``, ``no``)
     No spans, no trace-context annotations; the worker makes no OpenTelemetry calls at all.
-``on`` (also ``1``, ``true``, ``yes``)
+``on`` (also ``1``, ``true``, ``yes``; the default when an OTLP endpoint is set)
     Spans are made and joined to the trace a client asked for. They are exported wherever the
     process's global TracerProvider sends them, when one was installed (``opentelemetry-instrument``
-    with an OTLP exporter, or an embedding program); otherwise nowhere, and tracing still gives
-    every Sandbox its trace context and every decision event its ``traceparent``.
+    with an OTLP exporter, or an embedding program); else to the OTLP endpoint, when one is set
+    (below); otherwise nowhere, and tracing still gives every Sandbox its trace context and every
+    decision event its ``traceparent``.
 ``console``
     As ``on``, with each finished span printed to stderr as one JSON line (for development).
 
@@ -24,12 +26,31 @@ instance, write it onto an object that has none), and the plan describes its par
 :class:`~.actions.Step` values, which :class:`StepSpans` turns into child spans around the
 execution of each step's writes. The decision event of a traced reconcile carries the span's
 ``traceparent``, so the decision record and the trace point at each other.
+
+Which span is a reconcile's parent (:func:`reconcile_parent`): the object's carrier names the
+trace it belongs to, and the event that woke the key (its CloudEvents ``traceparent``, the
+watcher's span of that change, :mod:`services.watcher.tracing`) says where in that trace the
+pass comes from. So the parent is the waking event when it is in the object's trace, or when
+the object names none; else the carrier (a Pod's change waking its Sandbox is another trace,
+and the Sandbox's reconcile stays in its own). A pass woken by no event (a requeue, a taken
+queue entry) hangs under the last event that woke its key. That is how one claim is one trace:
+the watcher's span of the claim's change, the claim worker's reconcile under it, the Sandbox
+written with that reconcile's carrier, the watcher's span of the Sandbox's change under that,
+and the sandbox worker's reconciles under those.
+
+Export: with ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) set,
+spans go over OTLP/HTTP in protobuf (opentelemetry-exporter-otlp-proto-http, batched) to that
+collector, and setting it turns tracing on unless ``SANDBUS_TRACING`` says otherwise. The
+exporter's other settings (headers, timeout, compression) come from the ``OTEL_EXPORTER_OTLP_*``
+variables as the exporter reads them. A process that installed its own provider
+(``opentelemetry-instrument``) keeps exporting where that one does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -44,19 +65,28 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from services.runtime.reconcile.actions import Plan
 
 __all__ = [
+    "OTLP_ENDPOINT_ENV",
+    "OTLP_TRACES_ENDPOINT_ENV",
     "TRACING_ENV",
     "ReconcileSpan",
     "StepSpans",
     "TracedReconciler",
     "Tracing",
+    "event_context",
+    "otlp_traces_endpoint",
     "parent_context",
+    "reconcile_parent",
     "trace_headers",
     "traced_reconcile",
     "tracing_from_environment",
     "tracing_mode",
 ]
 
+log = logging.getLogger(__name__)
+
 TRACING_ENV = "SANDBUS_TRACING"
+OTLP_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
+OTLP_TRACES_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 TracingMode = Literal["off", "on", "console"]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -97,9 +127,33 @@ def parent_context(carrier: str | None) -> Context | None:
         return None
     if not isinstance(headers, Mapping):
         return None
-    strings = {k: v for k, v in headers.items() if isinstance(k, str) and isinstance(v, str)}
+    return event_context(headers)
+
+
+def event_context(headers: Mapping[str, object] | None) -> Context | None:
+    """The context W3C headers name (an event's ``traceparent`` and ``tracestate``); None
+    when there are none or they do not parse."""
+    strings = {
+        k: v for k, v in (headers or {}).items() if isinstance(k, str) and isinstance(v, str)
+    }
+    if not strings.get("traceparent"):
+        return None
     context = _PROPAGATOR.extract(strings)
     return context if trace.get_current_span(context).get_span_context().is_valid else None
+
+
+def _trace_id(context: Context) -> int:
+    return trace.get_current_span(context).get_span_context().trace_id
+
+
+def reconcile_parent(own: Context | None, woken_by: Context | None) -> Context | None:
+    """The parent of a reconcile's span: the event that woke it when that event is in the
+    trace the object's carrier names (or the object names none), else the carrier."""
+    if woken_by is None:
+        return own
+    if own is None or _trace_id(own) == _trace_id(woken_by):
+        return woken_by
+    return own
 
 
 def trace_headers(span: Span | None) -> dict[str, str]:
@@ -112,13 +166,17 @@ def trace_headers(span: Span | None) -> dict[str, str]:
 
 @contextlib.contextmanager
 def traced_reconcile(
-    tracer: Tracer | None, reconciler: object, inputs: Any
+    tracer: Tracer | None,
+    reconciler: object,
+    inputs: Any,
+    woken_by: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Span | None, Any]]:
     """Run a reconcile inside its span, when tracing is on and the reconciler asks for one.
 
-    Yields the span (None: not traced) and the inputs for the planner, completed with the
-    span's carrier. The span is the current one inside the block, so that step spans and
-    anything else started there become its children.
+    ``woken_by`` is the W3C headers of the event that woke the key (see
+    :func:`reconcile_parent`). Yields the span (None: not traced) and the inputs for the
+    planner, completed with the span's carrier. The span is the current one inside the block,
+    so that step spans and anything else started there become its children.
     """
     if tracer is None or not isinstance(reconciler, TracedReconciler):
         yield None, inputs
@@ -129,7 +187,7 @@ def traced_reconcile(
         return
     with tracer.start_as_current_span(
         request.name,
-        context=parent_context(request.parent),
+        context=reconcile_parent(parent_context(request.parent), event_context(woken_by)),
         attributes=dict(request.attributes),
     ) as span:
         headers = trace_headers(span)
@@ -203,25 +261,65 @@ class Tracing:
     """Flushes and stops what this module set up (nothing, for an installed provider)."""
 
 
+def otlp_traces_endpoint(environ: Mapping[str, str] = os.environ) -> str | None:
+    """Where OTLP/HTTP spans go: the traces endpoint as given, or the general endpoint with the
+    signal's path, as the OpenTelemetry specification composes them; None: not configured."""
+    traces = environ.get(OTLP_TRACES_ENDPOINT_ENV, "").strip()
+    if traces:
+        return traces
+    base = environ.get(OTLP_ENDPOINT_ENV, "").strip()
+    return f"{base.rstrip('/')}/v1/traces" if base else None
+
+
 def tracing_from_environment(
     service_name: str, environ: Mapping[str, str] = os.environ
 ) -> Tracing | None:
-    """The tracer of a service, as ``SANDBUS_TRACING`` asks (None: tracing is off)."""
-    mode = tracing_mode(environ.get(TRACING_ENV))
+    """The tracer of a service, as ``SANDBUS_TRACING`` and the OTLP endpoint ask (None:
+    tracing is off)."""
+    endpoint = otlp_traces_endpoint(environ)
+    setting = environ.get(TRACING_ENV, "")
+    # A collector configured and tracing not mentioned: the operator wants the spans.
+    mode = tracing_mode(setting) if setting.strip() else ("on" if endpoint else "off")
     if mode == "off":
         return None
     # The SDK takes a tenth of a second to import; services that do not trace never load it.
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SimpleSpanProcessor,
+    )
 
     installed = trace.get_tracer_provider()
     if mode == "on" and isinstance(installed, TracerProvider):
         return Tracing(installed.get_tracer(service_name), lambda: None)
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    if endpoint is not None:
+        exporter = _otlp_exporter(endpoint)
+        if exporter is not None:
+            # Batched: a reconcile never waits for the collector, and a collector that is
+            # down costs dropped spans, not a slower controller.
+            provider.add_span_processor(BatchSpanProcessor(exporter))
+            log.info("%s: exporting spans over OTLP/HTTP to %s", service_name, endpoint)
     if mode == "console":
-        exporter = ConsoleSpanExporter(
+        console = ConsoleSpanExporter(
             out=sys.stderr, formatter=lambda span: span.to_json(indent=None) + os.linesep
         )
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        provider.add_span_processor(SimpleSpanProcessor(console))
     return Tracing(provider.get_tracer(service_name), provider.shutdown)
+
+
+def _otlp_exporter(endpoint: str) -> Any:
+    """The OTLP/HTTP span exporter for ``endpoint``, or None (and why, in the log) when
+    the exporter package is not installed: tracing goes on without export."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError:
+        log.warning(
+            "%s is set but opentelemetry-exporter-otlp-proto-http is not installed: spans are "
+            "not exported (pip install opentelemetry-exporter-otlp-proto-http)",
+            OTLP_ENDPOINT_ENV,
+        )
+        return None
+    return OTLPSpanExporter(endpoint=endpoint)

@@ -39,7 +39,15 @@ What comes next, in order of precedence:
 
 With a tracer (:mod:`.tracing`), a reconciler that asks for it gets a span around observe →
 plan → execute → record, child spans for the steps of its plan, and its decision event
-carries the span's ``traceparent``.
+carries the span's ``traceparent``. The worker remembers, per key, the trace context of the
+last event that woke it, which the span hangs under (:func:`~.tracing.reconcile_parent`);
+without a tracer it remembers nothing.
+
+Its metrics (:mod:`services.runtime.metrics`): each pass by kind and result (a pass that raised
+counts as an error too) and its duration, the events it handled, dead-lettered, skipped and
+retried, its consumer's lag, the decisions it published, and the gauges its definition reads by
+I/O (:class:`Gauge`), sampled at each scrape while the worker runs (so, for an active-passive
+worker, only on the replica that leads).
 
 A planner that writes on every pass would spin on rule 4 with ``requeue_after=0``; after
 ``max_write_passes`` consecutive writing passes of one key the worker falls back to backoff and
@@ -53,7 +61,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
@@ -113,6 +121,7 @@ from services.runtime.reconcile.sources import Delivery, Held, Source, SourceMes
 from services.runtime.reconcile.tracing import trace_headers, traced_reconcile
 
 __all__ = [
+    "Gauge",
     "Observed",
     "Reconciler",
     "Wakes",
@@ -157,6 +166,19 @@ Wakes = Callable[[str, Json, ObjectCache], Iterable[ObjectKey]]
 
 
 @dataclass(frozen=True)
+class Gauge:
+    """A gauge a worker reads by I/O at each scrape (a stream's info): a sample per label
+    values, from the bus and the worker's cache."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...]
+    read: Callable[
+        [JetStreamContext, BusConfig, ObjectCache], Awaitable[Mapping[tuple[str, ...], float]]
+    ]
+
+
+@dataclass(frozen=True)
 class WorkerDefinition:
     name: str
     """The worker's name: the ``worker`` of its decisions and the name of its durable."""
@@ -176,6 +198,8 @@ class WorkerDefinition:
     follows: Mapping[str, Callable[[Json], bool]] = field(default_factory=dict)
     """Kind → the objects of that kind the worker follows, when not all of them: the others
     are neither cached nor wake anything (an object that stops matching leaves the cache)."""
+    gauges: tuple[Gauge, ...] = ()
+    """Gauges read by I/O at each scrape while the worker runs."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +260,8 @@ class Worker:
         self._memory: dict[ObjectKey, _KeyMemory] = {}
         self._records: dict[ObjectKey, KeyRecord] = {}
         self._held: dict[ObjectKey, dict[str, Held]] = {}
+        self._woken_by: dict[ObjectKey, dict[str, str]] = {}
+        """The W3C headers of the last event that woke each key (only with a tracer)."""
         self._executors: dict[type, Executor] = {
             **RUNTIME_EXECUTORS,
             Ack: self._ack,
@@ -257,12 +283,14 @@ class Worker:
         labels = {"worker": self.definition.name}
         self.metrics.read_from(
             "sandbus_events",
-            "Events of the event log a worker handled, dead-lettered, skipped or retried.",
+            "Events a worker handled, dead-lettered, skipped or retried from the event log, and "
+            "the decision events it published to it.",
             lambda: {
                 "handled": stats.handled,
                 "dead_lettered": stats.dead_lettered,
                 "skipped": stats.skipped,
                 "retried": stats.retried,
+                "published": self.decisions_published,
             },
             labels=labels,
         )
@@ -288,11 +316,21 @@ class Worker:
             children.append((f"{self.definition.name}-{source.name}", self._run_source(source)))
         if self.definition.sources:
             children.append((f"{self.definition.name}-keepalive", self._keep_alive()))
+        samplers = [self._sample(gauge) for gauge in self.definition.gauges]
         try:
             await supervise(children)
         finally:
+            for gauge, sampler in zip(self.definition.gauges, samplers, strict=True):
+                self.metrics.stop_sampling(gauge.name, sampler)
             self.queue.shutdown()
             await self._hand_back()
+
+    def _sample(self, gauge: Gauge) -> Callable[[], Awaitable[Mapping[tuple[str, ...], float]]]:
+        def sample() -> Awaitable[Mapping[tuple[str, ...], float]]:
+            return gauge.read(self.js, self.bus, self.cache)
+
+        self.metrics.sample_from(gauge.name, gauge.help, gauge.labels, sample)
+        return sample
 
     async def _run_source(self, source: Source) -> None:
         await self.feed.loaded.wait()  # a message is planned on a loaded cache, never an empty one
@@ -336,9 +374,12 @@ class Worker:
         woken = dict.fromkeys(self.definition.wakes(event.kind, obj, self.cache))
         if before is not None and before is not obj:
             woken.update(dict.fromkeys(self.definition.wakes(event.kind, before, self.cache)))
+        headers = _trace_headers_of(event) if self.tracer is not None else None
         for key in woken:
             if key.kind not in self._reconcilers or self._own_echo(key, writer):
                 continue
+            if headers:
+                self._woken_by[key] = headers
             window = self.definition.coalesce.get(key.kind)
             if window:
                 self.queue.add_soon(key, window, trigger=event.id)
@@ -439,6 +480,8 @@ class Worker:
                 await self.reconcile(key, triggers)
             except Exception:
                 log.exception("%s: reconcile of %s failed", self.definition.name, key)
+                labels = {"worker": self.definition.name, "kind": key.kind, "result": "error"}
+                self.metrics.record(RECONCILES, labels)
                 self.queue.backoff(key)
             finally:
                 self.queue.done(key)
@@ -482,7 +525,10 @@ class Worker:
         given = self.observed(key, now)
         with self.cache.recording() as reads:
             observed = reconciler.observe(key, given)
-        with traced_reconcile(self.tracer, reconciler, observed) as (span, inputs):
+        woken_by = self._woken_by.get(key)
+        with traced_reconcile(self.tracer, reconciler, observed, woken_by) as (span, inputs):
+            if span is None and woken_by is not None:
+                self._woken_by.pop(key, None)  # not traced (its object is gone): forget it
             digest = inputs_digest({"inputs": inputs, "now": now})
             try:
                 plan = reconciler.plan(inputs, now)
@@ -695,6 +741,16 @@ class Worker:
         """Wait until no key is queued or being reconciled (keys scheduled for later may
         remain); bound it with ``asyncio.timeout``."""
         await self.queue.join()
+
+
+def _trace_headers_of(event: ObjectEvent) -> dict[str, str] | None:
+    """The W3C headers an event carries (the watcher's span of the change), if any."""
+    if not isinstance(event.traceparent, str):
+        return None
+    headers = {"traceparent": event.traceparent}
+    if isinstance(event.tracestate, str) and event.tracestate:
+        headers["tracestate"] = event.tracestate
+    return headers
 
 
 def decision_inputs(given: Observed, reads: Mapping[ObjectKey, Json | None]) -> DecisionInputs:

@@ -540,6 +540,24 @@ async def test_only_pool_enqueues_and_only_claim_consumes(connect: Connect) -> N
     assert await claim.publish_refused(f"$JS.API.CONSUMER.CREATE.{BUS.warm_stream}")
 
 
+# --- observer ----------------------------------------------------------------------------------
+
+
+async def test_the_observer_sees_only_the_redacted_copies(connect: Connect) -> None:
+    """SANDBUS_WATCHER_PUBLIC_EVENTS: the watcher publishes redacted copies on
+    sandbus.public.events.>; the observer may follow those and nothing else."""
+    await _provision(connect)
+    observer, watcher = await connect("observer"), await connect("watcher")
+    copies = await observer.follow("sandbus.public.events.>")
+    await watcher.nc.publish("sandbus.public.events.sandbox.default.s1", b"{}")
+    assert (await copies.next_msg(timeout=10)).subject == "sandbus.public.events.sandbox.default.s1"
+    assert observer.violations == []
+    assert await observer.subscribe_refused("sandbus.events.>")
+    assert await observer.subscribe_refused("sandbus.decisions.>")
+    assert await observer.publish_refused("sandbus.public.events.sandbox.default.s1")
+    assert await observer.publish_refused(f"$JS.API.STREAM.INFO.{BUS.event_log_stream}")
+
+
 # --- reader ------------------------------------------------------------------------------------
 
 

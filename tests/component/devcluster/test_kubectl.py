@@ -42,6 +42,7 @@ Json = dict[str, Any]
 KUBECTL = Path(sys.executable).parent / "kubectl"
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples"
+OBSERVED = REPO / "tests" / "fixtures" / "observed"
 SANDBOX_EXAMPLE = EXAMPLES / "agents" / "sandbox.yaml"
 POOL_EXAMPLE = EXAMPLES / "agents" / "sandboxwarmpool.yaml"
 
@@ -300,9 +301,10 @@ async def test_apply_of_a_read_back_object_is_refused_by_its_stale_resource_vers
     kubectl: Kubectl,
 ) -> None:
     """Row 9 (a resourceVersion inside a patch body is a precondition: 409 Conflict) and row 13
-    (the exact Conflict message): applying examples/observed onto a live object fails."""
+    (the exact Conflict message): applying an object as read back (tests/fixtures/observed)
+    onto a live object fails."""
     await kubectl.ok("apply", "-f", str(POOL_EXAMPLE))
-    observed = EXAMPLES / "observed" / "sandboxwarmpool-status.yaml"
+    observed = OBSERVED / "sandboxwarmpool-status.yaml"
 
     result = await kubectl("apply", "-f", str(observed))
 

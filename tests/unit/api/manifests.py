@@ -15,6 +15,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 CRD_DIR = REPO / "deploy" / "crds"
 EXAMPLES_DIR = REPO / "examples"
+OBSERVED_DIR = REPO / "tests" / "fixtures" / "observed"
+"""Objects as the API server hands them back, with status and resourceVersion. They are not
+under examples/, which a new user applies whole (``kubectl apply -R -f examples/``): a
+resourceVersion there is a precondition that fails."""
 
 
 class KubernetesYamlLoader(yaml.SafeLoader):
@@ -34,14 +38,17 @@ def load_documents(path: Path) -> list[dict[str, Any]]:
 
 
 def example_files() -> list[Path]:
-    """Every manifest under examples/, both API families, in a stable order."""
-    return sorted(EXAMPLES_DIR.rglob("*.yaml"))
+    """Every manifest under examples/, both API families, then the observed objects, in a
+    stable order."""
+    return sorted(EXAMPLES_DIR.rglob("*.yaml")) + sorted(OBSERVED_DIR.glob("*.yaml"))
 
 
 def example_documents() -> list[tuple[str, dict[str, Any]]]:
-    """``(relative path#index, document)`` for every document of every example."""
+    """``(relative path#index, document)`` for every document of every example (an observed
+    object's path is ``observed/NAME.yaml``)."""
     documents = []
     for path in example_files():
+        root = EXAMPLES_DIR if path.is_relative_to(EXAMPLES_DIR) else OBSERVED_DIR.parent
         for index, document in enumerate(load_documents(path)):
-            documents.append((f"{path.relative_to(EXAMPLES_DIR)}#{index}", document))
+            documents.append((f"{path.relative_to(root)}#{index}", document))
     return documents

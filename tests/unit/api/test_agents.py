@@ -15,7 +15,7 @@ from api import agents
 from api.crd import crd_for, openapi_schema
 from api.meta import ObjectMeta, Resource
 from services.devcluster.structural import StructuralSchema
-from tests.unit.api.manifests import EXAMPLES_DIR, load_documents
+from tests.unit.api.manifests import EXAMPLES_DIR, OBSERVED_DIR, load_documents
 
 AGENT_KINDS: tuple[type[Resource], ...] = (
     agents.Sandbox,
@@ -462,7 +462,7 @@ def test_examples_together_set_every_field(kind: type[Resource]) -> None:
     manifests = [
         document
         for path in sorted(
-            [*(EXAMPLES_DIR / "agents").glob("*.yaml"), *(EXAMPLES_DIR / "observed").glob("*.yaml")]
+            [*(EXAMPLES_DIR / "agents").glob("*.yaml"), *OBSERVED_DIR.glob("*.yaml")]
         )
         for document in load_documents(path)
         if document["kind"] == kind.KIND.kind

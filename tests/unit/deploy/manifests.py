@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,8 +120,10 @@ def provision_script(docs: Iterable[Doc]) -> str:
 
 
 def components() -> list[str]:
+    """The components that deploy a service (a Deployment of their own); the others
+    (nats-cluster) change what is there."""
     return sorted(
-        path.name for path in COMPONENTS.iterdir() if (path / "kustomization.yaml").is_file()
+        path.name for path in COMPONENTS.iterdir() if (path / "deployment.yaml").is_file()
     )
 
 
@@ -146,6 +149,104 @@ def allowed(role: Doc, group: str, resource: str, verb: str) -> bool:
         and verb in rule.get("verbs", [])
         for rule in role.get("rules", [])
     )
+
+
+@dataclass(frozen=True)
+class Access:
+    """One API request as the authorizer sees it (k8s.io/apiserver's RequestInfo): the verb, the
+    API group, the resource with its subresource (``pods/exec``), and the namespace and name
+    (empty for a cluster-scoped object, and for a create or a list without a name)."""
+
+    verb: str
+    group: str
+    resource: str
+    namespace: str = ""
+    name: str = ""
+
+    @property
+    def permission(self) -> tuple[str, str, str]:
+        """What a rule names, without where: (apiGroup, resource, verb)."""
+        return (self.group, self.resource, self.verb)
+
+
+def _matches(rule: Doc, access: Access) -> bool:
+    # The rule matching of plugin/pkg/auth/authorizer/rbac (rbac.go, RuleAllows): "*" is any,
+    # "*/exec" that subresource of any resource (there is no "pods/*"), and resourceNames, when
+    # given, only match a request that names its object: never a create, nor a plain list.
+    _, _, subresource = access.resource.partition("/")
+    resources = rule.get("resources", [])
+    return (
+        any(verb in ("*", access.verb) for verb in rule.get("verbs", []))
+        and any(group in ("*", access.group) for group in rule.get("apiGroups", []))
+        and (
+            "*" in resources
+            or access.resource in resources
+            or (bool(subresource) and f"*/{subresource}" in resources)
+        )
+        and (not rule.get("resourceNames") or access.name in rule["resourceNames"])
+    )
+
+
+@dataclass(frozen=True)
+class Scoped:
+    """A rule of a role bound to an account, and the namespace the binding limits it to."""
+
+    rule: Doc
+    namespace: str | None
+    """None: everywhere (bound by a ClusterRoleBinding)."""
+
+
+def bound_rules(docs: Iterable[Doc], account: str, namespace: str = NAMESPACE) -> list[Scoped]:
+    """Every rule that applies to the ServiceAccount ``namespace/account``, with the namespace
+    it is limited to: None through a ClusterRoleBinding, the binding's own through a RoleBinding
+    (of a Role in that namespace or of a ClusterRole)."""
+    everything = list(docs)
+    cluster_roles = of_kind(everything, "ClusterRole")
+    roles = {
+        (doc["metadata"].get("namespace", ""), doc["metadata"]["name"]): doc
+        for doc in everything
+        if doc.get("kind") == "Role"
+    }
+    scoped: list[Scoped] = []
+    for binding in everything:
+        if binding.get("kind") not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        if not any(
+            subject.get("kind") == "ServiceAccount"
+            and subject.get("name") == account
+            and subject.get("namespace") == namespace
+            for subject in binding.get("subjects", [])
+        ):
+            continue
+        where = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
+        ref = binding["roleRef"]
+        if ref["kind"] == "ClusterRole":
+            role = cluster_roles.get(ref["name"])
+        else:
+            role = roles.get((where or "", ref["name"]))
+        for rule in (role or {}).get("rules", []):
+            scoped.append(Scoped(rule, where))
+    return scoped
+
+
+def authorizes(rules: Iterable[Scoped], access: Access) -> bool:
+    """Whether RBAC lets the request through: some rule matches it, where that rule applies."""
+    return any(
+        (scoped.namespace is None or scoped.namespace == access.namespace)
+        and _matches(scoped.rule, access)
+        for scoped in rules
+    )
+
+
+def granted(rules: Iterable[Scoped]) -> set[tuple[str, str, str]]:
+    """Every (apiGroup, resource, verb) the rules name, whatever their names and namespaces."""
+    return {
+        (group, resource, verb)
+        for scoped in rules
+        for group in scoped.rule.get("apiGroups", [])
+        for resource in scoped.rule.get("resources", [])
+        for verb in scoped.rule.get("verbs", [])
+    }
 
 
 # --- NATS ---------------------------------------------------------------------------------------

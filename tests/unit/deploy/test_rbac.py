@@ -1,6 +1,8 @@
 """RBAC: the watcher only reads; workers write what upstream controllers write, never watch.
 
-The watcher and the active-passive workers also hold a Lease each, in their own namespace.
+The watcher and the active-passive workers also hold a Lease each, in their own namespace. That
+each role grants exactly what its service asks for is checked against recorded requests in
+tests/component/deploy/test_rbac_requests.py; the rule evaluation it relies on is tested here.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from tests.unit.deploy.manifests import (
     CRDS,
     DEPLOY,
     NAMESPACE,
+    Access,
     Doc,
     allowed,
+    authorizes,
+    bound_rules,
     enable_components,
     env_of,
     of_kind,
@@ -34,7 +39,8 @@ WORKERS = ("sandbox", "pool", "claim", "snapshot")
 LEADING_WORKERS = ("sandbox", "pool", "snapshot")
 """Active-passive through a Lease (serve_worker with replicas="leader"); claim runs on every
 replica. pool and snapshot are not registered yet, but their Lease rights are in base already."""
-READ = ("get", "list", "watch")
+READ = ("list", "watch")
+"""The watcher lists and watches; it never gets one object."""
 BUILTIN_WATCHED = (
     ("", "pods"),
     ("", "services"),
@@ -131,10 +137,10 @@ def test_the_claim_worker_runs_on_every_replica_and_holds_no_lease() -> None:
 
 
 @pytest.mark.parametrize("service", WORKERS)
-def test_workers_never_watch_kubernetes(service: str) -> None:
-    # Only the watcher watches; workers learn the world from the bus (DESIGN.md).
+def test_workers_never_list_or_watch_kubernetes(service: str) -> None:
+    # Only the watcher lists and watches; workers learn the world from the bus (DESIGN.md).
     for rule in _cluster_role(service)["rules"]:
-        assert "watch" not in rule["verbs"], rule
+        assert not {"list", "watch"} & set(rule["verbs"]), rule
 
 
 @pytest.mark.parametrize("service", ["watcher", *WORKERS])
@@ -158,18 +164,14 @@ def test_every_custom_resource_named_exists(service: str) -> None:
 def test_the_sandbox_worker_can_do_what_the_sandbox_controller_does() -> None:
     role = _cluster_role("sandbox")
     for group, resource, verbs in (
-        ("agents.x-k8s.io", "sandboxes", ("get", "list", "patch")),
-        ("agents.x-k8s.io", "sandboxes/status", ("patch", "update")),
-        ("extensions.agents.x-k8s.io", "sandboxtemplates", ("get", "list")),
-        ("", "pods", ("create", "get", "list", "patch", "delete")),
-        ("", "services", ("create", "get", "list", "patch", "delete")),
-        ("", "persistentvolumeclaims", ("create", "get", "list", "patch", "delete")),
-        (
-            "networking.k8s.io",
-            "networkpolicies",
-            ("create", "get", "list", "patch", "update", "delete"),
-        ),
-        ("", "events", ("create", "patch")),
+        ("agents.x-k8s.io", "sandboxes", ("get", "patch", "delete")),
+        ("agents.x-k8s.io", "sandboxes/status", ("patch",)),
+        ("extensions.agents.x-k8s.io", "sandboxtemplates", ("get", "patch")),
+        ("", "pods", ("create", "get", "patch", "delete")),
+        ("", "services", ("create", "get", "patch", "update", "delete")),
+        ("", "persistentvolumeclaims", ("create", "get", "patch", "delete")),
+        ("networking.k8s.io", "networkpolicies", ("create", "get", "update", "delete")),
+        ("events.k8s.io", "events", ("create", "get")),
     ):
         for verb in verbs:
             assert allowed(role, group, resource, verb), (resource, verb)
@@ -182,15 +184,15 @@ def test_warm_pool_members_are_created_by_pool_and_adopted_by_claim() -> None:
     assert allowed(pool, "extensions.agents.x-k8s.io", "sandboxwarmpools/status", "patch")
     assert allowed(pool, "", "pods", "create")  # OpenSandbox Pool members are Pods
     assert allowed(claim, "agents.x-k8s.io", "sandboxes", "patch")  # adoption
-    assert allowed(claim, "extensions.agents.x-k8s.io", "sandboxclaims", "update")
+    assert allowed(claim, "extensions.agents.x-k8s.io", "sandboxclaims", "patch")
     assert not allowed(claim, "extensions.agents.x-k8s.io", "sandboxwarmpools", "update")
 
 
 def test_snapshots_commit_through_jobs() -> None:
     role = _cluster_role("snapshot")
-    for verb in ("create", "get", "list", "delete"):
+    for verb in ("create", "get", "delete"):
         assert allowed(role, "batch", "jobs", verb)
-    assert allowed(role, "sandbox.opensandbox.io", "sandboxsnapshots/status", "update")
+    assert allowed(role, "sandbox.opensandbox.io", "sandboxsnapshots/status", "patch")
     assert allowed(role, "sandbox.opensandbox.io", "sandboxsnapshots/finalizers", "update")
 
 
@@ -244,3 +246,67 @@ def test_a_leading_worker_looks_for_its_lease_where_its_role_allows_it(
     assert settings.namespace == role["metadata"]["namespace"] == pod_namespace
     assert {settings.name} == _lease_verbs(role)["update"]
     assert settings.identity == f"sandbus-{worker}-abc12"  # the Pod's name, not host and pid
+
+
+# --- the RBAC authorizer the recorded requests are checked with --------------------------------
+
+
+def _binding(kind: str, role_kind: str, role: str, account: str, namespace: str | None) -> Doc:
+    metadata = {"name": f"{role}-binding"} | ({"namespace": namespace} if namespace else {})
+    return {
+        "kind": kind,
+        "metadata": metadata,
+        "roleRef": {"kind": role_kind, "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
+    }
+
+
+RULES_DOCS: list[Doc] = [
+    {
+        "kind": "ClusterRole",
+        "metadata": {"name": "everywhere"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["*/exec"], "verbs": ["create"]},
+        ],
+    },
+    {
+        "kind": "Role",
+        "metadata": {"name": "lease", "namespace": NAMESPACE},
+        "rules": [
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": ["mine"],
+                "verbs": ["get", "create"],
+            }
+        ],
+    },
+    _binding("ClusterRoleBinding", "ClusterRole", "everywhere", "a", None),
+    _binding("RoleBinding", "Role", "lease", "a", NAMESPACE),
+]
+
+
+def test_a_cluster_role_binding_allows_in_every_namespace_and_a_role_binding_in_its_own() -> None:
+    rules = bound_rules(RULES_DOCS, "a")
+
+    assert authorizes(rules, Access("get", "", "pods", "default", "p"))
+    assert authorizes(rules, Access("get", "coordination.k8s.io", "leases", NAMESPACE, "mine"))
+    assert not authorizes(rules, Access("get", "coordination.k8s.io", "leases", "default", "mine"))
+    assert bound_rules(RULES_DOCS, "b") == []
+
+
+def test_resource_names_never_allow_a_create_and_only_the_names_given() -> None:
+    rules = bound_rules(RULES_DOCS, "a")
+
+    # A create names its object in the body, not the URL: the authorizer sees no name.
+    assert not authorizes(rules, Access("create", "coordination.k8s.io", "leases", NAMESPACE))
+    assert not authorizes(rules, Access("get", "coordination.k8s.io", "leases", NAMESPACE, "x"))
+
+
+def test_a_subresource_is_only_allowed_by_its_own_name_or_a_wildcard_resource() -> None:
+    rules = bound_rules(RULES_DOCS, "a")
+
+    assert not authorizes(rules, Access("get", "", "pods/status", "default", "p"))
+    assert authorizes(rules, Access("create", "", "pods/exec", "default", "p"))
+    assert not authorizes(rules, Access("get", "", "pods/exec", "default", "p"))

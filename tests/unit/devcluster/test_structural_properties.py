@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from api.agents import Sandbox, SandboxClaim, SandboxWarmPool
 from api.crd import openapi_schema
 from services.devcluster.structural import StructuralSchema, _go_float, _go_quote
-from tests.unit.api.manifests import EXAMPLES_DIR, load_documents
+from tests.unit.api.manifests import EXAMPLES_DIR, OBSERVED_DIR, load_documents
 
 SCHEMAS = {
     kind.KIND.kind: StructuralSchema(openapi_schema(kind))
@@ -23,12 +23,12 @@ SCHEMAS = {
 }
 BASES = [
     document
-    for name in (
-        "agents/sandbox.yaml",
-        "agents/sandboxclaim.yaml",
-        "observed/sandboxwarmpool-status.yaml",
+    for path in (
+        EXAMPLES_DIR / "agents" / "sandbox.yaml",
+        EXAMPLES_DIR / "agents" / "sandboxclaim.yaml",
+        OBSERVED_DIR / "sandboxwarmpool-status.yaml",
     )
-    for document in load_documents(EXAMPLES_DIR / name)
+    for document in load_documents(path)
 ]
 
 json_values = st.recursive(
