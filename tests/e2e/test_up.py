@@ -300,3 +300,56 @@ def test_up_with_a_nats_cluster_replicates_every_stream(sandbus_up: Path) -> Non
 
     found = asyncio.run(replicas())
     assert found and set(found.values()) == {3}, found
+
+
+def test_a_new_user_applies_every_example_and_reads_the_metrics(
+    sandbus_up: Path, tmp_path: Path
+) -> None:
+    """As the README has a new user do: ``kubectl apply -R -f examples/`` against ``sandbus up``
+    works, the example claim becomes Ready, and the one ``/metrics`` of ``sandbus up`` carries
+    agent-sandbox's claim metrics and every worker's and the watcher's own."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    applied = _kubectl(sandbus_up, tmp_path, "apply", "-R", "-f", str(examples))
+    assert applied.returncode == 0, applied.stderr.decode()
+
+    deadline = time.monotonic() + 120
+    while True:
+        got = _kubectl(sandbus_up, tmp_path, "get", "sandboxclaim", "session-42", "-o", "json")
+        conditions = json.loads(got.stdout or b"{}").get("status", {}).get("conditions", [])
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+            break
+        assert time.monotonic() < deadline, got.stdout.decode() + got.stderr.decode()
+        time.sleep(0.5)
+
+    port = (tmp_path / "metrics-port").read_text()
+    deadline = time.monotonic() + 60
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        cold = [
+            line
+            for line in text.splitlines()
+            if line.startswith("agent_sandbox_claim_creation_total{")
+            and 'launch_type="cold"' in line
+        ]
+        wanted = [
+            *([] if cold else ['agent_sandbox_claim_creation_total{...launch_type="cold"...}']),
+            "agent_sandbox_claim_controller_startup_latency_ms_count",
+            "sandbus_warm_queue_depth{",
+            "sandbus_watcher_published_total",
+            *(
+                f'sandbus_reconcile_total{{kind="{kind}",result="ok",worker="{worker}"}}'
+                for worker, kind in (
+                    ("sandbox", "Sandbox"),
+                    ("pool", "SandboxWarmPool"),
+                    ("claim", "SandboxClaim"),
+                    ("claim", "BatchSandbox"),
+                    ("snapshot", "SandboxSnapshot"),
+                )
+            ),
+        ]
+        missing = [series for series in wanted if series not in text]
+        if not missing:
+            break
+        assert time.monotonic() < deadline, missing
+        time.sleep(0.5)

@@ -193,13 +193,19 @@ async def test_the_sample_manifests_reach_their_documented_state(tmp_path: Path)
                 await until(refilled, within=60, interval=0.2)
 
                 # As a user sees it: kubectl's columns, and explain's account of the sandbox.
-                listed = await run(
-                    KUBECTL, "--kubeconfig", str(kubeconfig), "get", "pools,batchsandboxes"
-                )
-                status = await pool_status()
-                pool_row = next(line for line in listed.splitlines() if "python-pool" in line)
-                columns = pool_row.split()[1:4]  # TOTAL, ALLOCATED, AVAILABLE
-                assert columns == [str(status[k]) for k in ("total", "allocated", "available")]
+                async def columns_and_status() -> tuple[str, list[str], list[str]] | None:
+                    # The Pool's buffer may still move (its Pods become Ready once their task
+                    # executors answer): compare one listing with the status read right after.
+                    listed = await run(
+                        KUBECTL, "--kubeconfig", str(kubeconfig), "get", "pools,batchsandboxes"
+                    )
+                    status = await pool_status()
+                    row = next(line for line in listed.splitlines() if "python-pool" in line)
+                    columns = row.split()[1:4]  # TOTAL, ALLOCATED, AVAILABLE
+                    wanted = [str(status[k]) for k in ("total", "allocated", "available")]
+                    return (listed, columns, wanted) if columns == wanted else None
+
+                listed, columns, _ = await until(columns_and_status, within=30, interval=0.2)
                 assert columns[1] == "10", listed
                 batch_row = next(line for line in listed.splitlines() if "batch-10" in line)
                 assert batch_row.split()[1:5] == ["10", "10", "10", "10"], listed

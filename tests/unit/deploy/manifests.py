@@ -33,7 +33,6 @@ USERS_EXAMPLE = DEPLOY / "nats-users.example.env"
 COMPOSE = REPO / "compose.yaml"
 DOCKERFILE = DEPLOY / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
-COMPOSE_KUBECONFIG = DEPLOY / "compose" / "devcluster.kubeconfig"
 
 NAMESPACE = "sandbus-system"
 NATS_SECRET = "sandbus-nats-users"

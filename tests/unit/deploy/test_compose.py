@@ -10,19 +10,17 @@ from __future__ import annotations
 import json
 import shlex
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import jsonschema
 import pytest
-import yaml
 
 from services.cli import build_parser
-from services.devcluster.kubeconfig import kubeconfig_document
 from services.runtime.runner import SERVICES
 from tests.unit.deploy.manifests import (
     BASE,
-    COMPOSE_KUBECONFIG,
     REPO,
     compose,
     compose_script,
@@ -132,19 +130,24 @@ def test_each_service_connects_to_nats_as_itself() -> None:
 
 
 def test_services_reach_the_development_cluster_by_its_service_name() -> None:
+    """The development cluster writes the services' kubeconfig itself (``--advertise-host``
+    with its service name) into its volume, which the services mount read-only: no
+    kubeconfig is written by hand."""
     devcluster = build_parser().parse_args(SERVICES_DOC["devcluster"]["command"])
-    expected = kubeconfig_document(f"http://devcluster:{devcluster.port}")
-    mounted = yaml.safe_load(COMPOSE_KUBECONFIG.read_text())
-
-    assert mounted == expected
     assert devcluster.host == "0.0.0.0"
-    for name, service in SANDBUS_SERVICES.items():
+    assert devcluster.advertise_host == "devcluster"
+    (volume,) = SERVICES_DOC["devcluster"]["volumes"]
+    name, directory = volume.split(":")[:2]
+    assert devcluster.kubeconfig.parent == Path(directory)
+    checked = 0
+    for service_name, service in SANDBUS_SERVICES.items():
         kubeconfig = service.get("environment", {}).get("KUBECONFIG")
         if kubeconfig is None:
             continue
-        assert f"./{COMPOSE_KUBECONFIG.relative_to(REPO)}:{kubeconfig}:ro" in service["volumes"], (
-            name
-        )
+        assert kubeconfig == str(devcluster.kubeconfig), service_name
+        assert f"{name}:{directory}:ro" in service["volumes"], service_name
+        checked += 1
+    assert checked == len(SANDBUS_SERVICES) - 2  # all but the cluster and the provisioner
 
 
 def test_the_development_cluster_finds_the_crds_in_the_image() -> None:
