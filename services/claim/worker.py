@@ -81,6 +81,7 @@ WATCHED_KINDS = (
     "Pod",
     "Pool",
     "SandboxSnapshot",
+    "NetworkPolicy",
 )
 
 
@@ -215,6 +216,14 @@ def _opensandbox_pod(pod: Json) -> bool:
     return LABEL_POOL_NAME in labels or LABEL_BATCH_SANDBOX_NAME in labels
 
 
+def _claims_policy(policy: Json) -> bool:
+    """The NetworkPolicies the claim worker keeps: those a SandboxClaim controls (the legacy
+    per-claim ``<claim>-network-policy``, which it deletes). The templates' are the sandbox
+    worker's."""
+    owner = controller_of(policy)
+    return owner is not None and owner.get("kind") == "SandboxClaim"
+
+
 def _unbound(claim: Json) -> bool:
     return not ((claim.get("status") or {}).get("sandbox") or {}).get("name") and not (
         metadata_of(claim).get("deletionTimestamp")
@@ -240,7 +249,7 @@ class ClaimWakes:
         key = key_of(obj, kind)
         if kind == "SandboxClaim":
             yield key
-        elif kind == "Sandbox":
+        elif kind in ("Sandbox", "NetworkPolicy"):  # its Sandbox, or a legacy per-claim policy
             owner = controller_of(obj)
             if owner is not None and owner.get("kind") == "SandboxClaim":
                 yield ObjectKey("SandboxClaim", key.namespace, str(owner.get("name") or ""))
@@ -292,5 +301,5 @@ def claim_worker(
         wakes=ClaimWakes(),
         executors={**taker.executors(), SyncTasks: reports.execute},
         metrics=CLAIM_METRICS,
-        follows={"Pod": _opensandbox_pod},
+        follows={"Pod": _opensandbox_pod, "NetworkPolicy": _claims_policy},
     )

@@ -20,7 +20,14 @@ from services.claim.core.batch.tasks import TaskReport
 from services.claim.core.metadata import DEFAULT_ALLOWED_LABEL_DOMAINS
 from services.claim.core.metrics import ClaimMemo
 from services.pool.core.blueprint import template_ref_name
-from services.runtime.cache import Json, ObjectCache, ObjectKey, labels_of, metadata_of
+from services.runtime.cache import (
+    Json,
+    ObjectCache,
+    ObjectKey,
+    controller_of,
+    labels_of,
+    metadata_of,
+)
 
 __all__ = ["ClaimObservation", "ClaimSettings", "Offer", "assigned_name", "observe_claim"]
 
@@ -77,6 +84,9 @@ class ClaimObservation(msgspec.Struct, frozen=True, kw_only=True):
     memo: ClaimMemo | None = None
     reports: Mapping[str, TaskReport] = msgspec.field(default_factory=dict)
     """What its sandbox's task executor said last (a template that takes env as a task)."""
+    legacy_policy: Json | None = None
+    """The legacy per-claim NetworkPolicy ``<claim>-network-policy``, when this claim controls
+    it (upstream's controller made one per claim; it is deleted)."""
 
 
 def assigned_name(claim: Json) -> tuple[str, bool]:
@@ -165,4 +175,13 @@ def observe_claim(
         last_error=last_error,
         memo=memo,
         reports=dict(reports or {}),
+        legacy_policy=_legacy_policy(cache, ns, key.name, uid),
     )
+
+
+def _legacy_policy(cache: ObjectCache, namespace: str, claim: str, uid: str) -> Json | None:
+    policy = cache.get(ObjectKey("NetworkPolicy", namespace, f"{claim}-network-policy"))
+    owner = controller_of(policy) if policy is not None else None
+    if owner is None or owner.get("kind") != "SandboxClaim" or owner.get("uid") != uid:
+        return None  # none, or someone else's under the reserved name: left alone
+    return policy

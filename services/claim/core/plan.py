@@ -242,6 +242,16 @@ class _Pass:
 
 def plan_claim(obs: ClaimObservation, now: datetime) -> Plan:
     plan = _plan_claim(obs, now)
+    policy = obs.legacy_policy
+    if policy is not None and not metadata_of(policy).get("deletionTimestamp"):
+        # Upstream's cleanupLegacyNetworkPolicy (§3.3 step 2), on every pass whatever else it
+        # decides: the per-claim policy of older controllers goes; the template's stays.
+        delete = Delete(
+            ObjectKey("NetworkPolicy", obs.namespace, str(metadata_of(policy).get("name"))),
+            uid=str(metadata_of(policy).get("uid") or "") or None,
+            why="the legacy per-claim NetworkPolicy is replaced by the template's",
+        )
+        plan = dataclasses.replace(plan, actions=(*plan.actions, delete))
     if obs.claim is None:
         return plan
     before = obs.memo or ClaimMemo()

@@ -102,7 +102,12 @@ UNEXERCISED: dict[str, dict[tuple[str, str, str], str]] = {
             "its resourceVersion (services/pool/core/plan.py)"
         ),
     },
-    "claim": {},
+    "claim": {
+        ("networking.k8s.io", "networkpolicies", "delete"): (
+            "the legacy per-claim NetworkPolicy of older controllers, deleted when the claim "
+            "controls it (services/claim/core/plan.py, plan_claim)"
+        ),
+    },
     "snapshot": {},
 }
 """Service → (apiGroup, resource, verb) granted to it that the scenario does not reliably ask for
