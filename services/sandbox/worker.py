@@ -34,9 +34,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar
+from typing import ClassVar, Final
 
 import msgspec
+from nats.js import JetStreamContext
 
 from api.agents import EXTENSIONS_GROUP, GROUP
 from api.keys import (
@@ -45,6 +46,7 @@ from api.keys import (
     LABEL_SANDBOX_NAME_HASH,
     NETWORK_POLICY_NAME_SUFFIX,
 )
+from services.runtime.bus import BusConfig
 from services.runtime.cache import (
     Json,
     ObjectCache,
@@ -55,7 +57,8 @@ from services.runtime.cache import (
 )
 from services.runtime.reconcile import Plan
 from services.runtime.reconcile.tracing import ReconcileSpan
-from services.runtime.reconcile.worker import Observed, WorkerDefinition
+from services.runtime.reconcile.worker import Gauge, Observed, WorkerDefinition
+from services.sandbox.core.census import SANDBOX_LABELS, count_sandboxes
 from services.sandbox.core.objects import annotations_of
 from services.sandbox.core.observation import (
     DEFAULT_CLUSTER_DOMAIN,
@@ -184,6 +187,21 @@ def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
                 yield ObjectKey("SandboxTemplate", key.namespace, template)
 
 
+async def _count_sandboxes(
+    js: JetStreamContext, bus: BusConfig, cache: ObjectCache
+) -> dict[tuple[str, ...], float]:
+    return count_sandboxes(cache.objects("Sandbox"))
+
+
+SANDBOXES_GAUGE: Final = Gauge(
+    "agent_sandboxes",
+    "Sandboxes by namespace, readiness, expiry, launch type, template, owner and creator "
+    "(agent-sandbox's names), counted from the worker's view at each scrape.",
+    SANDBOX_LABELS,
+    _count_sandboxes,
+)
+
+
 def sandbox_worker(
     *, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN, write_behind: float = 0.0
 ) -> WorkerDefinition:
@@ -193,4 +211,5 @@ def sandbox_worker(
         watched_kinds=WATCHED_KINDS,
         wakes=wakes,
         label_indexes=(("Pod", LABEL_SANDBOX_NAME_HASH),),
+        gauges=(SANDBOXES_GAUGE,),
     )

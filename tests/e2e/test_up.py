@@ -332,8 +332,14 @@ def test_a_new_user_applies_every_example_and_reads_the_metrics(
             if line.startswith("agent_sandbox_claim_creation_total{")
             and 'launch_type="cold"' in line
         ]
+        ready = [
+            line
+            for line in text.splitlines()
+            if line.startswith("agent_sandboxes{") and 'ready_condition="true"' in line
+        ]
         wanted = [
             *([] if cold else ['agent_sandbox_claim_creation_total{...launch_type="cold"...}']),
+            *([] if ready else ['agent_sandboxes{...ready_condition="true"...}']),
             "agent_sandbox_claim_controller_startup_latency_ms_count",
             "sandbus_warm_queue_depth{",
             "sandbus_watcher_published_total",
