@@ -87,9 +87,12 @@ async def ready_claim(s: Stack, name: str) -> Json:
 
 
 async def one_trace(
-    exporter: InMemorySpanExporter, trace_id: str, sandbox: str
+    exporter: InMemorySpanExporter, trace_id: str, sandbox: str, writer: int
 ) -> list[ReadableSpan]:
-    """The claim's trace once it holds the sandbox worker's reconcile of its Sandbox."""
+    """The claim's trace once it holds the sandbox worker's reconcile of its Sandbox and the
+    claim worker's span ``writer`` that gave the Sandbox to the claim (a span is exported when
+    it ends, and the claim's pass goes on, writing its status, while the Sandbox's reconcile
+    may already have ended)."""
 
     async def reconciled() -> list[ReadableSpan]:
         spans = in_trace(exporter, trace_id)
@@ -97,7 +100,8 @@ async def one_trace(
             s.name == "ReconcileSandbox" and (s.attributes or {}).get("sandbox.name") == sandbox
             for s in spans
         )
-        return spans if seen else []
+        written = any(span_id(s) == writer for s in spans)
+        return spans if seen and written else []
 
     found: list[ReadableSpan] = await until(reconciled, within=20, interval=0.1)
     return found
@@ -169,5 +173,5 @@ async def test_a_warm_and_a_cold_claim_are_each_one_trace_across_three_services(
             assert sandbox["metadata"]["labels"][LABEL_LAUNCH_TYPE] == launch
             trace_id = claim_trace_id(claim["metadata"]["uid"])
             assert carrier_span(sandbox)[0] == trace_id, f"{name}'s Sandbox joins its trace"
-            spans = await one_trace(exporter, trace_id, sandbox_name)
+            spans = await one_trace(exporter, trace_id, sandbox_name, carrier_span(sandbox)[1])
             assert_one_claim_s_trace(spans, name, sandbox)
