@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import nats
 
@@ -68,7 +69,41 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-class NatsServer:
+class _Started:
+    """A sync or async context manager over ``start()`` and ``close()`` (blocking calls, run in
+    a thread when used with ``async with``)."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.close)
+
+
+class NatsServer(_Started):
     """One ``nats-server -js`` process; usable as a sync or async context manager."""
 
     def __init__(
@@ -250,29 +285,6 @@ class NatsServer:
         if self._own_dir:
             shutil.rmtree(self.store_dir, ignore_errors=True)
 
-    def __enter__(self) -> NatsServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> NatsServer:
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.close)
-
 
 @dataclass(frozen=True)
 class TlsFiles:
@@ -307,7 +319,7 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
-class NatsCluster:
+class NatsCluster(_Started):
     """``size`` nats-servers as one JetStream cluster on loopback; a sync or async context
     manager. ``url`` names every node (comma-separated, as ``connect_nats`` and the NATS tools
     take it), so a client moves to another node when its own goes."""
@@ -388,26 +400,3 @@ class NatsCluster:
             node.close()
         if self._own_dir:
             shutil.rmtree(self.store_dir, ignore_errors=True)
-
-    def __enter__(self) -> NatsCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> NatsCluster:
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.close)
