@@ -27,22 +27,13 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import nats
-from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, progress, sequential_writes
-from sandbus_processes import start_devcluster, start_sandbus, stop
-
-from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.natsd import NatsServer
+from common import POD_SPEC, Stack, progress, sequential_writes
 
 NAMESPACE = "default"
 OPENSANDBOX = f"/apis/sandbox.opensandbox.io/v1alpha1/namespaces/{NAMESPACE}"
@@ -131,46 +122,21 @@ async def allocate(http: aiohttp.ClientSession, replicas: int, limit: float) -> 
 
 
 async def main(args: argparse.Namespace) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-batch-"))
-    kubeconfig = workdir / "kubeconfig"
-    processes: dict[str, subprocess.Popen[bytes]] = {}
-    finished = False
-    try:
-        with NatsServer(store_dir=workdir / "nats") as natsd:
-            connection = await nats.connect(natsd.url)
-            await ensure_bus(connection.jetstream(), BusConfig())
-            processes["devcluster"] = start_devcluster(
-                kubeconfig,
-                workdir / "devcluster.log",
-                pod_ready_delay=args.pod_ready_delay,
-                write_latency_ms=args.write_latency_ms,
-                pods=3 * args.replicas,
-            )
-            url = await cluster_url(kubeconfig, processes["devcluster"])
-            for service in ("watcher", "pool", "claim"):
-                processes[service] = start_sandbus(
-                    ["run", service, "--nats", natsd.url, "--kubeconfig", str(kubeconfig)],
-                    workdir / f"{service}.log",
-                )
-            assert natsd.pid is not None
-            pids = {"nats-server": natsd.pid, **{n: p.pid for n, p in processes.items()}}
-            async with aiohttp.ClientSession(base_url=url) as http:
-                progress(f"filling a Pool of {args.replicas}")
-                await fill_pool(http, args.replicas, args.limit)
-                base = await sequential_writes(http, 50, WRITES)
-                progress(f"one BatchSandbox of {args.replicas}")
-                before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                milestones = await allocate(http, args.replicas, args.limit)
-                cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
-            await connection.close()
-            finished = True
-    finally:
-        for process in reversed(processes.values()):
-            await asyncio.to_thread(stop, process)
-        if finished:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            progress(f"logs kept in {workdir}")
+    stack = Stack(
+        "bench-batch-",
+        services=("watcher", "pool", "claim"),
+        write_latency_ms=args.write_latency_ms,
+        pod_ready_delay=args.pod_ready_delay,
+        pods=3 * args.replicas,
+    )
+    async with stack, aiohttp.ClientSession(base_url=stack.url) as http:
+        progress(f"filling a Pool of {args.replicas}")
+        await fill_pool(http, args.replicas, args.limit)
+        base = await sequential_writes(http, 50, WRITES)
+        progress(f"one BatchSandbox of {args.replicas}")
+        before = stack.cpu()
+        milestones = await allocate(http, args.replicas, args.limit)
+        cpu = stack.spent(before)
 
     base_p50 = statistics.median(base)
     floor = WRITES * args.write_latency_ms / 1000

@@ -31,27 +31,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import random
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import nats
-from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, is_ready, progress, sequential_writes
-from sandbus_processes import start_devcluster, start_sandbus, stop
+from common import POD_SPEC, Stack, is_ready, percentile, progress, sequential_writes
 
 from api.keys import LABEL_LAUNCH_TYPE, LABEL_WARM_POOL_SANDBOX, name_hash
 from events.subjects import warm_queue_filter
-from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.natsd import NatsServer
 
 NAMESPACE = "default"
 EXTENSIONS = f"/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/{NAMESPACE}"
@@ -65,10 +56,17 @@ UPSTREAM = {
 }
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest rank, as upstream's stress tool reports them."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+__all__ = [
+    "CLAIMS",
+    "claim_ready",
+    "claims_to_ready",
+    "create_pool",
+    "fill_pool",
+    "launch_types",
+    "percentile",
+    "schedule_of",
+    "wait_pool_full",
+]
 
 
 def claim_ready(obj: dict[str, Any]) -> bool:
@@ -86,6 +84,18 @@ async def fill_pool(
 ) -> None:
     """The SandboxTemplate ``bench`` (``template_spec``, else one Pod of ``POD_SPEC``) and its
     SandboxWarmPool of ``size``, once every member is Ready and queued."""
+    await create_pool(http, size, template_spec=template_spec, annotations=annotations)
+    await wait_pool_full(http, js, size, limit)
+
+
+async def create_pool(
+    http: aiohttp.ClientSession,
+    size: int,
+    *,
+    template_spec: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> None:
+    """Create the SandboxTemplate ``bench`` and its SandboxWarmPool ``bench`` of ``size``."""
     template: dict[str, Any] = {
         "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
         "kind": "SandboxTemplate",
@@ -101,8 +111,16 @@ async def fill_pool(
     for collection, body in (("sandboxtemplates", template), ("sandboxwarmpools", pool)):
         async with http.post(f"{EXTENSIONS}/{collection}", json=body) as response:
             response.raise_for_status()
-    selector = f"{LABEL_WARM_POOL_SANDBOX}={name_hash('bench')}"
-    queue = warm_queue_filter(NAMESPACE, name_hash("bench"), "bench")
+
+
+async def wait_pool_full(
+    http: aiohttp.ClientSession, js: Any, size: int, limit: float, pool: str = "bench"
+) -> None:
+    """Until ``size`` members of the SandboxWarmPool ``pool`` (of the template ``bench``) are
+    Ready and queued: after :func:`create_pool`, or while the pool refills behind claims (an
+    adopted Sandbox leaves the pool's label behind and its queue entry is acked)."""
+    selector = f"{LABEL_WARM_POOL_SANDBOX}={name_hash(pool)}"
+    queue = warm_queue_filter(NAMESPACE, name_hash("bench"), pool)
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         async with http.get(SANDBOXES, params={"labelSelector": selector}) as response:
@@ -117,14 +135,26 @@ async def fill_pool(
 
 
 async def claims_to_ready(
-    http: aiohttp.ClientSession, schedule: list[float], concurrency: int, limit: float
+    http: aiohttp.ClientSession,
+    schedule: list[float],
+    concurrency: int,
+    limit: float,
+    *,
+    prefix: str = "claim-",
+    hold: bool = False,
+    pool: str = "bench",
 ) -> tuple[dict[str, float], float]:
-    """Create a claim at each offset of ``schedule`` (seconds from the start); each claim's
-    seconds from create request to Ready, and the wall time to the last Ready."""
+    """Create a claim ``<prefix><index>`` on the pool ``pool`` at each offset of ``schedule``
+    (seconds from the start), at most ``concurrency`` create requests in flight (with ``hold``:
+    at most ``concurrency`` claims waiting for Ready, as that many clients that each create a
+    claim and wait for it would); each claim's seconds from create request to Ready, and the
+    wall time from the start to the last Ready."""
     async with http.get(CLAIMS) as response:
         resource_version = (await response.json())["metadata"]["resourceVersion"]
     sent: dict[str, float] = {}
     ready: dict[str, float] = {}
+    names = [f"{prefix}{index:05d}" for index in range(len(schedule))]
+    each = {name: asyncio.Event() for name in names}
     done = asyncio.Event()
     total = len(schedule)
 
@@ -134,8 +164,9 @@ async def claims_to_ready(
             async for line in stream.content:
                 obj = json.loads(line)["object"]
                 name = obj["metadata"]["name"]
-                if name not in ready and claim_ready(obj):
+                if name in each and name not in ready and claim_ready(obj):
                     ready[name] = time.perf_counter()
+                    each[name].set()
                     if len(ready) >= total:
                         done.set()
 
@@ -144,23 +175,24 @@ async def claims_to_ready(
     await asyncio.sleep(0.2)
     started = time.perf_counter()
 
-    async def create(index: int, at: float) -> None:
+    async def create(name: str, at: float) -> None:
         await asyncio.sleep(max(0.0, started + at - time.perf_counter()))
-        name = f"claim-{index:05d}"
         body = {
             "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
             "kind": "SandboxClaim",
             "metadata": {"name": name},
-            "spec": {"warmPoolRef": {"name": "bench"}},
+            "spec": {"warmPoolRef": {"name": pool}},
         }
         async with gate:
             sent[name] = time.perf_counter()
             async with http.post(CLAIMS, json=body) as response:
                 response.raise_for_status()
+            if hold:
+                await each[name].wait()
 
     try:
-        await asyncio.gather(*(create(i, at) for i, at in enumerate(schedule)))
         async with asyncio.timeout(limit):
+            await asyncio.gather(*(create(n, at) for n, at in zip(names, schedule, strict=True)))
             await done.wait()
     finally:
         watching.cancel()
@@ -169,13 +201,18 @@ async def claims_to_ready(
     return {name: ready[name] - sent[name] for name in sent}, wall
 
 
-async def launch_types(http: aiohttp.ClientSession) -> dict[str, int]:
+async def launch_types(http: aiohttp.ClientSession, prefix: str = "") -> dict[str, int]:
+    """How the Sandboxes of the claims (those named ``<prefix>...``) were launched: warm (adopted
+    from a pool) or cold, by their launch-type label."""
     async with http.get(SANDBOXES) as response:
         items: list[dict[str, Any]] = (await response.json())["items"]
     counts: dict[str, int] = {}
     for item in items:
         owners = item["metadata"].get("ownerReferences") or ()
-        if any(o.get("kind") == "SandboxClaim" for o in owners):
+        if any(
+            o.get("kind") == "SandboxClaim" and str(o.get("name", "")).startswith(prefix)
+            for o in owners
+        ):
             kind = (item["metadata"].get("labels") or {}).get(LABEL_LAUNCH_TYPE, "?")
             counts[kind] = counts.get(kind, 0) + 1
     return counts
@@ -185,7 +222,7 @@ def schedule_of(args: argparse.Namespace) -> list[float]:
     if args.scenario == "burst":
         return [0.0] * args.claims
     rng = random.Random(args.seed)
-    at, out = 0.0, []
+    at, out = 0.0, list[float]()
     while True:
         at += rng.expovariate(args.rate)
         if at >= args.duration:
@@ -194,53 +231,24 @@ def schedule_of(args: argparse.Namespace) -> list[float]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-claim-"))
-    kubeconfig = workdir / "kubeconfig"
-    processes: dict[str, subprocess.Popen[bytes]] = {}
     schedule = schedule_of(args)
-    finished = False
-    try:
-        with NatsServer(store_dir=workdir / "nats") as natsd:
-            connection = await nats.connect(natsd.url)
-            js = connection.jetstream()
-            await ensure_bus(js, BusConfig())
-            pods = args.pool + 2 * len(schedule) + 10
-            processes["devcluster"] = start_devcluster(
-                kubeconfig,
-                workdir / "devcluster.log",
-                pod_ready_delay=args.pod_ready_delay,
-                write_latency_ms=args.write_latency_ms,
-                pods=pods,
-            )
-            url = await cluster_url(kubeconfig, processes["devcluster"])
-            for service in ("watcher", "sandbox", "pool", "claim"):
-                processes[service] = start_sandbus(
-                    ["run", service, "--nats", natsd.url, "--kubeconfig", str(kubeconfig)],
-                    workdir / f"{service}.log",
-                    env={"SANDBUS_CLAIM_EVENTS": "true"},
-                )
-            assert natsd.pid is not None
-            pids = {"nats-server": natsd.pid, **{n: p.pid for n, p in processes.items()}}
-            async with aiohttp.ClientSession(base_url=url) as http:
-                progress(f"filling a pool of {args.pool}")
-                await fill_pool(http, js, args.pool, args.limit)
-                base = await sequential_writes(http, min(len(schedule), 200), WRITES)
-                progress(f"{len(schedule)} claims ({args.scenario})")
-                before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                latencies, wall = await claims_to_ready(
-                    http, schedule, args.concurrency, args.limit
-                )
-                cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
-                kinds = await launch_types(http)
-            await connection.close()
-            finished = True
-    finally:
-        for process in reversed(processes.values()):
-            await asyncio.to_thread(stop, process)
-        if finished:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            progress(f"logs kept in {workdir}")
+    stack = Stack(
+        "bench-claim-",
+        services=("watcher", "sandbox", "pool", "claim"),
+        write_latency_ms=args.write_latency_ms,
+        pod_ready_delay=args.pod_ready_delay,
+        pods=args.pool + 2 * len(schedule) + 10,
+        env={"SANDBUS_CLAIM_EVENTS": "true"},
+    )
+    async with stack, aiohttp.ClientSession(base_url=stack.url) as http:
+        progress(f"filling a pool of {args.pool}")
+        await fill_pool(http, stack.js, args.pool, args.limit)
+        base = await sequential_writes(http, min(len(schedule), 200), WRITES)
+        progress(f"{len(schedule)} claims ({args.scenario})")
+        before = stack.cpu()
+        latencies, wall = await claims_to_ready(http, schedule, args.concurrency, args.limit)
+        cpu = stack.spent(before)
+        kinds = await launch_types(http)
 
     values = list(latencies.values())
     base_p50 = statistics.median(base)
@@ -265,7 +273,8 @@ async def main(args: argparse.Namespace) -> None:
         (f"baseline: {WRITES} sequential writes, p50", base_p50),
         (f"floor: {WRITES} writes x {args.write_latency_ms} ms", floor),
     ):
-        print(f"| {label} | {value * 1000:.1f} | {value / base_p50:.2f} | {value / floor:.1f} |")
+        over_floor = f"{value / floor:.1f}" if floor else "-"
+        print(f"| {label} | {value * 1000:.1f} | {value / base_p50:.2f} | {over_floor} |")
     print(f"\nfirst create to last Ready: {wall:.2f} s; launch types: {kinds}")
     print(f"upstream: {UPSTREAM[args.scenario]}")
     print("\nCPU seconds each process spent while the claims were served\n")

@@ -33,28 +33,19 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import nats
-from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, is_ready, pod, progress, to_ready
-from sandbus_processes import start_devcluster, start_sandbus, stop
+from common import POD_SPEC, SANDBOX_CONCURRENCY, Stack, is_ready, pod, progress, to_ready
 
 from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
-from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.natsd import NatsServer
 
 NAMESPACE = "default"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 EXTENSIONS = f"/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/{NAMESPACE}"
 SANDBOXES = f"/apis/agents.x-k8s.io/v1beta1/namespaces/{NAMESPACE}/sandboxes"
-SANDBOX_CONCURRENCY = 16
 
 
 async def fill(http: aiohttp.ClientSession, size: int, limit: float) -> tuple[float, int]:
@@ -120,52 +111,25 @@ async def fill(http: aiohttp.ClientSession, size: int, limit: float) -> tuple[fl
 
 
 async def main(args: argparse.Namespace) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-pool-"))
-    kubeconfig = workdir / "kubeconfig"
-    processes: dict[str, subprocess.Popen[bytes]] = {}
     results: dict[str, tuple[float, dict[str, float]]] = {}
-    created = 0
-    try:
-        with NatsServer(store_dir=workdir / "nats") as natsd:
-            connection = await nats.connect(natsd.url)
-            await ensure_bus(connection.jetstream(), BusConfig())
-            await connection.close()
-            devcluster = start_devcluster(
-                kubeconfig,
-                workdir / "devcluster.log",
-                pod_ready_delay=args.pod_ready_delay,
-                write_latency_ms=args.write_latency_ms,
-                pods=2 * args.size + 2,
-            )
-            processes["devcluster"] = devcluster
-            url = await cluster_url(kubeconfig, devcluster)
-            for service in ("watcher", "sandbox", "pool"):
-                processes[service] = start_sandbus(
-                    ["run", service, "--nats", natsd.url, "--kubeconfig", str(kubeconfig)],
-                    workdir / f"{service}.log",
-                )
-            assert natsd.pid is not None
-            pids = {"nats-server": natsd.pid, **{n: p.pid for n, p in processes.items()}}
-            async with aiohttp.ClientSession(base_url=url) as http:
-                # One Pod and one pool member Ready first: every process is up and elected.
-                await to_ready(http, PODS, pod, ["pod-warmup"], 1, 120)
-                await _warm_up_pool(http)
-                names = [f"pod-{index}" for index in range(args.size)]
-                before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                _, wall = await to_ready(http, PODS, pod, names, args.concurrency, args.limit)
-                results["bare Pods (baseline)"] = (wall, _spent(pids, before))
-                progress(f"bare Pods: {args.size} Ready in {wall:.2f} s")
-                before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                wall, created = await fill(http, args.size, args.limit)
-                results["pool fill through sandbus"] = (wall, _spent(pids, before))
-                progress(f"pool fill: {args.size} Ready in {wall:.2f} s ({created} created)")
-    finally:
-        for process in reversed(processes.values()):
-            await asyncio.to_thread(stop, process)
-        if len(results) == 2:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            progress(f"logs kept in {workdir}")
+    stack = Stack(
+        "bench-pool-",
+        services=("watcher", "sandbox", "pool"),
+        write_latency_ms=args.write_latency_ms,
+        pod_ready_delay=args.pod_ready_delay,
+        pods=2 * args.size + 2,
+    )
+    async with stack, aiohttp.ClientSession(base_url=stack.url) as http:
+        await warm_up(http)
+        names = [f"pod-{index}" for index in range(args.size)]
+        before = stack.cpu()
+        _, wall = await to_ready(http, PODS, pod, names, args.concurrency, args.limit)
+        results["bare Pods (baseline)"] = (wall, stack.spent(before))
+        progress(f"bare Pods: {args.size} Ready in {wall:.2f} s")
+        before = stack.cpu()
+        wall, created = await fill(http, args.size, args.limit)
+        results["pool fill through sandbus"] = (wall, stack.spent(before))
+        progress(f"pool fill: {args.size} Ready in {wall:.2f} s ({created} created)")
 
     latency = args.write_latency_ms / 1000
     floor = 2 * args.size * latency / SANDBOX_CONCURRENCY + args.pod_ready_delay
@@ -190,6 +154,12 @@ async def main(args: argparse.Namespace) -> None:
     print(f"|---|{'---:|' * len(names)}")
     for label, (_, cpu) in results.items():
         print(f"| {label} | {' | '.join(f'{cpu[n]:.2f}' for n in names)} |")
+
+
+async def warm_up(http: aiohttp.ClientSession) -> None:
+    """One Pod and one pool member Ready first: every process is up and elected."""
+    await to_ready(http, PODS, pod, ["pod-warmup"], 1, 120)
+    await _warm_up_pool(http)
 
 
 async def _warm_up_pool(http: aiohttp.ClientSession) -> None:
@@ -217,10 +187,6 @@ async def _warm_up_pool(http: aiohttp.ClientSession) -> None:
             return
         await asyncio.sleep(0.2)
     raise RuntimeError("the warm-up pool never had a Ready member")
-
-
-def _spent(pids: dict[str, int], before: dict[str, float]) -> dict[str, float]:
-    return {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import math
@@ -45,7 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,7 @@ class DecisionFigures:
     recorded: int
     digest_only: int
     inline: int
+    by_write: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 async def decision_figures(js: Any, prefix: str) -> DecisionFigures:
@@ -225,7 +227,11 @@ async def decision_figures(js: Any, prefix: str) -> DecisionFigures:
         if not isinstance(event, DecisionMade) or not event.data.key.name.startswith(prefix):
             continue
         figures.decisions += 1
-        figures.writes += sum(1 for action in event.data.actions if action.error is None)
+        for action in event.data.actions:
+            if action.error is None:
+                figures.writes += 1
+                detail = re.sub(rf"{prefix}[\w-]*", "<name>", action.detail)
+                figures.by_write[f"{action.verb} {action.target.kind}: {detail}"] += 1
         figures.recorded += len(msg.data)
         bare = msgspec.structs.replace(event.data, inputs=None, plan_digest="")
         figures.digest_only += len(encode_event(msgspec.structs.replace(event, data=bare)))
@@ -339,6 +345,11 @@ async def main(args: argparse.Namespace) -> None:
         f"({figures.recorded / max(figures.digest_only, 1):.2f}x) "
         f"| {figures.inline / per:,.0f} ({figures.inline / max(figures.digest_only, 1):.2f}x) |"
     )
+    print("\nThe writes per Sandbox, by what they did\n")
+    print("| write | per Sandbox |")
+    print("|---|---:|")
+    for write, times in figures.by_write.most_common():
+        print(f"| {write} | {times / count:.2f} |")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -45,9 +45,9 @@ from typing import Any
 
 import aiohttp
 import nats
+from common import progress, start_sandbus, stop
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
-from sandbus_processes import start_sandbus, stop
 
 from services.devcluster import DevCluster, LatencyModel
 from services.runtime.bus import BusConfig, ensure_bus
@@ -55,6 +55,9 @@ from services.runtime.natsd import NatsServer
 
 SANDBOXES = "/apis/agents.x-k8s.io/v1beta1/namespaces/default/sandboxes"
 SHARDS = 32
+WATCH_PATH = "watcher, watch path (frozen, then thawed)"
+RELIST_PATH = "watcher, relist path (process start to last event)"
+CEILING = f"raw, 2 writes per change, {SHARDS} at a time (the watcher's ceiling)"
 
 
 def sandbox(name: str) -> dict[str, Any]:
@@ -66,10 +69,6 @@ def sandbox(name: str) -> dict[str, Any]:
             "podTemplate": {"spec": {"containers": [{"name": "runtime", "image": "python:3.12"}]}}
         },
     }
-
-
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 async def run_concurrently(count: int, concurrency: int, job: Any) -> float:
@@ -154,10 +153,79 @@ async def raw_publish(js: JetStreamContext, payload: bytes, count: int, concurre
     return elapsed
 
 
-async def main(args: argparse.Namespace) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-watcher-"))
+async def measure(
+    js: JetStreamContext,
+    url: str,
+    kubeconfig: Path,
+    nats_url: str,
+    workdir: Path,
+    changes: int,
+    objects: int,
+) -> tuple[list[tuple[str, int, float]], bytes]:
+    """The watcher's two paths and the raw JetStream rates (module doc) on the cluster at
+    ``url`` and the NATS server at ``nats_url``, whose bus ``js`` sees; rows of (measure,
+    changes, seconds), and the event payload the raw publishes used."""
     rows: list[tuple[str, int, float]] = []
     processes: list[subprocess.Popen[bytes]] = []
+    names = [f"bench-{index}" for index in range(objects)]
+    try:
+        async with aiohttp.ClientSession(base_url=url) as http:
+
+            async def create(index: int) -> None:
+                async with http.post(SANDBOXES, json=sandbox(names[index])) as response:
+                    response.raise_for_status()
+                    await response.read()
+
+            await run_concurrently(len(names), 16, create)
+            progress(f"created {len(names)} Sandboxes")
+
+            first = start_watcher("bench-1", nats_url, kubeconfig, workdir / "w1.log")
+            processes.append(first)
+            expected = len(names)
+            await wait_for_log(js, expected, limit=60)
+            progress("the watcher published the initial objects")
+
+            # Watch path: changes queued while the watcher is frozen.
+            first.send_signal(signal.SIGSTOP)
+            written = await patch_all(http, names, changes, "w")
+            progress(f"committed {changes} changes in {written:.2f} s (watcher frozen)")
+            expected += changes
+            thawed = time.perf_counter()
+            first.send_signal(signal.SIGCONT)
+            done = await wait_for_log(js, expected)
+            rows.append((WATCH_PATH, changes, done - thawed))
+            progress(f"watch path: {changes / (done - thawed):.0f} changes/s")
+
+            # Relist path: every object changed while no watcher ran.
+            await asyncio.to_thread(stop, first)  # the cluster must answer its release
+            await patch_all(http, names, len(names), "r")
+            expected += len(names)
+            started = time.perf_counter()
+            second = start_watcher("bench-2", nats_url, kubeconfig, workdir / "w2.log")
+            processes.append(second)
+            done = await wait_for_log(js, expected)
+            rows.append((RELIST_PATH, len(names), done - started))
+            await asyncio.to_thread(stop, second)
+    finally:
+        for process in processes:
+            await asyncio.to_thread(stop, process)
+
+    last = await js.get_last_msg(
+        BusConfig().event_log_stream, "sandbus.events.sandbox.default.bench-0"
+    )
+    payload = last.data or b""
+    progress(f"raw JetStream publishes of {len(payload)} bytes")
+    rows.append(
+        ("raw JetStream publish, 1 at a time", changes, await raw_publish(js, payload, changes, 1))
+    )
+    concurrent = await raw_publish(js, payload, changes, SHARDS)
+    rows.append((f"raw JetStream publish, {SHARDS} at a time", changes, concurrent))
+    rows.append((CEILING, changes, concurrent * 2))
+    return rows, payload
+
+
+async def main(args: argparse.Namespace) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-watcher-"))
     with NatsServer(store_dir=workdir / "nats") as natsd:
         cluster = DevCluster(port=0, latency=LatencyModel.zero(), controllers=[])
         await cluster.start()
@@ -166,77 +234,10 @@ async def main(args: argparse.Namespace) -> None:
         try:
             await ensure_bus(js, BusConfig())
             kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
-            names = [f"bench-{index}" for index in range(args.objects)]
-            async with aiohttp.ClientSession(base_url=cluster.url) as http:
-
-                async def create(index: int) -> None:
-                    async with http.post(SANDBOXES, json=sandbox(names[index])) as response:
-                        response.raise_for_status()
-                        await response.read()
-
-                await run_concurrently(len(names), 16, create)
-                progress(f"created {len(names)} Sandboxes")
-
-                first = start_watcher("bench-1", natsd.url, kubeconfig, workdir / "w1.log")
-                processes.append(first)
-                expected = len(names)
-                await wait_for_log(js, expected, limit=60)
-                progress("the watcher published the initial objects")
-
-                # Watch path: changes queued while the watcher is frozen.
-                first.send_signal(signal.SIGSTOP)
-                written = await patch_all(http, names, args.changes, "w")
-                progress(f"committed {args.changes} changes in {written:.2f} s (watcher frozen)")
-                expected += args.changes
-                thawed = time.perf_counter()
-                first.send_signal(signal.SIGCONT)
-                done = await wait_for_log(js, expected)
-                rows.append(
-                    ("watcher, watch path (frozen, then thawed)", args.changes, done - thawed)
-                )
-                progress(f"watch path: {args.changes / (done - thawed):.0f} changes/s")
-
-                # Relist path: every object changed while no watcher ran.
-                await asyncio.to_thread(stop, first)  # the cluster must answer its release
-                await patch_all(http, names, len(names), "r")
-                expected += len(names)
-                started = time.perf_counter()
-                second = start_watcher("bench-2", natsd.url, kubeconfig, workdir / "w2.log")
-                processes.append(second)
-                done = await wait_for_log(js, expected)
-                rows.append(
-                    (
-                        "watcher, relist path (process start to last event)",
-                        len(names),
-                        done - started,
-                    )
-                )
-                await asyncio.to_thread(stop, second)
-
-            last = await js.get_last_msg(
-                BusConfig().event_log_stream, "sandbus.events.sandbox.default.bench-0"
-            )
-            payload = last.data or b""
-            progress(f"raw JetStream publishes of {len(payload)} bytes")
-            rows.append(
-                (
-                    "raw JetStream publish, 1 at a time",
-                    args.changes,
-                    await raw_publish(js, payload, args.changes, 1),
-                )
-            )
-            concurrent = await raw_publish(js, payload, args.changes, SHARDS)
-            rows.append((f"raw JetStream publish, {SHARDS} at a time", args.changes, concurrent))
-            rows.append(
-                (
-                    f"raw, 2 writes per change, {SHARDS} at a time (the watcher's ceiling)",
-                    args.changes,
-                    concurrent * 2,
-                )
+            rows, payload = await measure(
+                js, cluster.url, kubeconfig, natsd.url, workdir, args.changes, args.objects
             )
         finally:
-            for process in processes:
-                await asyncio.to_thread(stop, process)
             await nc.close()
             await cluster.stop()
 

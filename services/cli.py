@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "services.history.cli",
     "services.history.queues",
     "services.taskexecutor.cli",
+    "services.benchcmd",
 )
 
 

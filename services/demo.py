@@ -284,9 +284,8 @@ def _state_directory(options: DemoOptions) -> Iterator[Path]:
 
 @contextlib.asynccontextmanager
 async def _kube(kubeconfig: Path, *, request_timeout: float = 30.0) -> AsyncIterator[KubeApi]:
-    from kubernetes_asyncio.config import ConfigException
-
     from services.runtime.kube import KubeApi
+    from services.runtime.kubeclient import ConfigException
 
     try:
         client = await kube_api_client(Settings(kubeconfig=str(kubeconfig)))

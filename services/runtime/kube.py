@@ -62,11 +62,10 @@ from urllib.parse import quote
 
 import aiohttp
 import msgspec
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from api.kinds import ALL_KINDS
 from events.envelope import ObjectKey
+from services.runtime.kubeclient import ApiClient, ApiException
 
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 if TYPE_CHECKING:
-    from kubernetes_asyncio import client as kube_client
+    from services.runtime.kubeclient import ApiClient
 
 __all__ = [
     "DEFAULT_NATS_URL",
@@ -58,13 +58,12 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def kube_api_client(settings: Settings) -> kube_client.ApiClient:
+async def kube_api_client(settings: Settings) -> ApiClient:
     """An ApiClient configured from the settings; the caller closes it."""
-    # Imported here: kubernetes_asyncio takes a second to import, and most commands never need it.
-    from kubernetes_asyncio import client as kube_client
-    from kubernetes_asyncio import config as kube_config
+    # Imported here: most commands never need a Kubernetes client.
+    from services.runtime.kubeclient import Configuration, kube_config, new_api_client
 
-    configuration = kube_client.Configuration()
+    configuration = Configuration()
     if settings.kubeconfig:
         path = Path(settings.kubeconfig).expanduser()
         if not path.is_file():
@@ -76,4 +75,4 @@ async def kube_api_client(settings: Settings) -> kube_client.ApiClient:
         kube_config.load_incluster_config(client_configuration=configuration)
     else:
         await kube_config.load_kube_config(client_configuration=configuration)
-    return kube_client.ApiClient(configuration)
+    return new_api_client(configuration)

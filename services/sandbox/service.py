@@ -19,6 +19,12 @@ Environment (besides the shell's: concurrency, Lease, NATS reconnect budget):
     metadata patch of a Pod a Sandbox already owns may be held back, so that the redeliveries
     that follow a warm adoption coalesce into one write; bounded at 1 s whatever the value
     (see :mod:`services.sandbox.core.plan`).
+``SANDBUS_SANDBOX_STATUS_WINDOW``
+    Seconds, default 2; 0 writes every change at once, as upstream does. How long a status
+    write that only reports a starting Pod's progress (scheduled, running, an IP, Ready still
+    False) may be held back, so that a Pod that gets Ready within the window costs one status
+    write instead of four. Becoming Ready, losing readiness, an error, a suspension or an
+    ending is never held (see :mod:`services.sandbox.core.plan`).
 ``SANDBUS_TRACING``
     ``off`` (default), ``on`` or ``console``: OpenTelemetry spans of each reconcile, joined to
     the trace named by a Sandbox's ``opentelemetry.io/trace-context`` annotation (upstream's
@@ -43,6 +49,7 @@ from services.sandbox.worker import sandbox_worker
 __all__ = [
     "CLUSTER_DOMAIN_ENV",
     "CONCURRENCY_ENV",
+    "STATUS_WINDOW_ENV",
     "WRITE_BEHIND_ENV",
     "definition",
     "serve",
@@ -52,18 +59,26 @@ __all__ = [
 CLUSTER_DOMAIN_ENV = "SANDBUS_CLUSTER_DOMAIN"
 CONCURRENCY_ENV = "SANDBUS_SANDBOX_CONCURRENCY"
 WRITE_BEHIND_ENV = "SANDBUS_SANDBOX_WRITE_BEHIND"
+STATUS_WINDOW_ENV = "SANDBUS_SANDBOX_STATUS_WINDOW"
+DEFAULT_STATUS_WINDOW = 2.0
+
+
+def seconds_from(name: str, value: str | None, default: float = 0.0) -> float:
+    """Seconds, 0 or more, from the environment variable ``name`` (``value``; unset or empty:
+    ``default``)."""
+    text = (value or "").strip()
+    try:
+        seconds = float(text) if text else default
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"{name}={value!r}: expected seconds, 0 or more")
+    return seconds
 
 
 def write_behind(value: str | None) -> float:
     """The write-behind window in seconds, from ``SANDBUS_SANDBOX_WRITE_BEHIND``."""
-    text = (value or "").strip()
-    try:
-        seconds = float(text) if text else 0.0
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds >= 0):
-        raise ValueError(f"{WRITE_BEHIND_ENV}={value!r}: expected seconds, 0 or more")
-    return seconds
+    return seconds_from(WRITE_BEHIND_ENV, value)
 
 
 def definition() -> WorkerDefinition:
@@ -71,6 +86,9 @@ def definition() -> WorkerDefinition:
     return sandbox_worker(
         cluster_domain=os.environ.get(CLUSTER_DOMAIN_ENV) or DEFAULT_CLUSTER_DOMAIN,
         write_behind=write_behind(os.environ.get(WRITE_BEHIND_ENV)),
+        status_window=seconds_from(
+            STATUS_WINDOW_ENV, os.environ.get(STATUS_WINDOW_ENV), DEFAULT_STATUS_WINDOW
+        ),
     )
 
 

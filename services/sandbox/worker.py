@@ -10,10 +10,11 @@ controls it or whose name it carries (``<template>-network-policy``).
 Two inputs of the Sandbox planner do not come from objects (spec/agent-sandbox.md §2.2 step 2,
 §2.5, §6):
 
-- the write-behind clock: when each Sandbox's Pod metadata patch was first held back. A
-  holding pass returns it as its memo (:class:`~services.sandbox.core.plan.WriteBehindMemo`); the
-  runtime keeps that per key on the bus and hands it back, and ``observe`` passes it on as
-  ``pod_patch_held_since``;
+- the write-behind and status-window clocks: when each Sandbox's Pod metadata patch, or its
+  status write, was first held back. A holding pass returns them as its memo
+  (:class:`~services.sandbox.core.plan.WriteBehindMemo`); the runtime keeps that per key on the
+  bus and hands it back, and ``observe`` passes them on as ``pod_patch_held_since`` and
+  ``status_held_since``;
 - tracing: the ``ReconcileSandbox`` span (attributes ``sandbox.name``, ``sandbox.namespace`` and
   the normalised ``agents.x-k8s.io/created-by``; parent: the Sandbox's trace-context
   annotation), and the running span's carrier as ``trace_context`` while the Sandbox has none.
@@ -101,6 +102,8 @@ class SandboxReconciler:
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
     write_behind: float = 0.0
     """Seconds the owned Pod's metadata patch may be held back (0: off; the planner bounds it)."""
+    status_window: float = 0.0
+    """Seconds a status that reports only the Pod's progress may be held back (0: off)."""
     kind: str = field(default="Sandbox", init=False)
     memo_type: ClassVar[type] = WriteBehindMemo
 
@@ -113,6 +116,8 @@ class SandboxReconciler:
             cluster_domain=self.cluster_domain,
             write_behind=self.write_behind,
             pod_patch_held_since=memo.pod_patch_held_since if memo is not None else None,
+            status_window=self.status_window,
+            status_held_since=memo.status_held_since if memo is not None else None,
         )
 
     def plan(self, inputs: SandboxObservation, now: datetime) -> Plan:
@@ -203,11 +208,17 @@ SANDBOXES_GAUGE: Final = Gauge(
 
 
 def sandbox_worker(
-    *, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN, write_behind: float = 0.0
+    *,
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
+    write_behind: float = 0.0,
+    status_window: float = 0.0,
 ) -> WorkerDefinition:
     return WorkerDefinition(
         name=WORKER_NAME,
-        reconcilers=(SandboxReconciler(cluster_domain, write_behind), TemplateReconciler()),
+        reconcilers=(
+            SandboxReconciler(cluster_domain, write_behind, status_window),
+            TemplateReconciler(),
+        ),
         watched_kinds=WATCHED_KINDS,
         wakes=wakes,
         label_indexes=(("Pod", LABEL_SANDBOX_NAME_HASH),),

@@ -49,7 +49,6 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kubernetes_asyncio.client import ApiClient
 from nats.aio.client import Client
 from nats.js.errors import APIError
 from opentelemetry.trace import Tracer
@@ -65,6 +64,7 @@ from services.runtime.connection import budget_from_environment, connect_nats
 from services.runtime.election import LeaseElector
 from services.runtime.endpoint import READINESS, metrics_endpoint
 from services.runtime.kube import KubeApi
+from services.runtime.kubeclient import ApiClient
 from services.runtime.metrics import metrics_address, process_metrics
 from services.runtime.reconcile.tracing import tracing_from_environment
 from services.runtime.settings import Settings, kube_api_client

@@ -8,7 +8,10 @@ at a time, as often as needed and no more:
 - A key that is being reconciled is not handed to a second task. Adding it meanwhile marks it
   dirty, and :meth:`WorkQueue.done` puts it back, so a change that arrived during a reconcile
   is never lost and never reconciled concurrently with itself.
-- :meth:`WorkQueue.add_after` schedules a key; of several schedules the earliest wins.
+- :meth:`WorkQueue.add_after` schedules a key; of several schedules the earliest wins. A pass
+  serves every schedule made before it starts, so taking a key cancels its timer: a planner
+  that still needs to come back says so again (a timer left behind would only run a pass that
+  finds nothing to do).
   :meth:`WorkQueue.add_soon` is an add that waits up to a window first, so that a burst of
   changes (every member of a pool) is served by one pass.
 - :meth:`WorkQueue.backoff` schedules a failed key with per-key exponential backoff
@@ -162,6 +165,9 @@ class WorkQueue(Generic[K]):
                     self._waiters.remove(waiter)
         self._dirty.discard(key)
         self._processing.add(key)
+        scheduled = self._timers.pop(key, None)
+        if scheduled is not None:
+            scheduled[1].cancel()
         return key, tuple(self._triggers.pop(key, ()))
 
     def _next(self) -> K | None:

@@ -70,6 +70,11 @@ class SandboxObservation(msgspec.Struct, frozen=True, kw_only=True):
     pod_patch_held_since: datetime | None = None
     """When the worker first held this Sandbox's Pod metadata patch back (its write-behind
     clock, kept in memory; None after a restart, which restarts the window)."""
+    status_window: float = 0.0
+    """Seconds a status write that reports only the Pod's progress may be held back (0: every
+    change is written at once)."""
+    status_held_since: datetime | None = None
+    """When such a status write was first held back (its clock, like ``pod_patch_held_since``)."""
     trace_context: str | None = None
     """The running reconcile span's W3C carrier as JSON, when tracing is on and the Sandbox
     has no ``opentelemetry.io/trace-context`` yet."""
@@ -112,6 +117,8 @@ def observe_sandbox(
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     write_behind: float = 0.0,
     pod_patch_held_since: datetime | None = None,
+    status_window: float = 0.0,
+    status_held_since: datetime | None = None,
 ) -> SandboxObservation:
     namespace, name = key.namespace, key.name
     sandbox = cache.get(key)
@@ -141,6 +148,8 @@ def observe_sandbox(
         last_error=last_error,
         write_behind=write_behind,
         pod_patch_held_since=pod_patch_held_since,
+        status_window=status_window,
+        status_held_since=status_held_since,
     )
 
 

@@ -71,6 +71,7 @@ from services.sandbox.core.status import (
     CONDITION_FINISHED,
     CONDITION_POD_SCHEDULED,
     CONDITION_READY,
+    REASON_DEPENDENCIES_NOT_READY,
     ConditionValue,
     PodFinding,
     compute_conditions,
@@ -103,10 +104,15 @@ WRITE_BEHIND_BOUND = 1.0
 Pod, and autoscalers scan every 10 s or more."""
 
 
-class WriteBehindMemo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """The memo of a pass that holds the owned Pod's metadata patch back: since when."""
+class WriteBehindMemo(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"
+):
+    """The memo of a pass that holds a write back: since when, for each write it holds."""
 
-    pod_patch_held_since: datetime
+    pod_patch_held_since: datetime | None = None
+    """The owned Pod's metadata patch (write-behind)."""
+    status_held_since: datetime | None = None
+    """A status write that reports only the Pod's progress (the status window)."""
 
 
 def read_sandbox(obj: Json) -> Sandbox:
@@ -214,10 +220,18 @@ def _plan_children(
     ]
     steps = (Step(STEP_PVCS), Step(STEP_POD, pod.events))
     first_error = found[0] if found else None
+    status_held: tuple[datetime, float] | None = None
     if writes and observation.last_error is None:
+        current = condition(sandbox, CONDITION_READY)
+        if any(isinstance(action, Create) for action in pod_step) and (
+            current is None or current.status != "True"
+        ):
+            # The status that follows a new Pod can only say that it is on its way: it is
+            # held from now, and the Pod's own changes wake the passes that look again.
+            status_held = _hold(observation.status_held_since, observation.status_window, now)
         plan = Plan(
             actions=tuple(writes),
-            requeue_after=0,
+            requeue_after=None if status_held else 0,
             reason="bringing the children in line; the status follows once they are written",
             error=first_error,
             steps=steps,
@@ -229,6 +243,9 @@ def _plan_children(
         # again.)
         errors = [*found, observation.last_error] if writes and observation.last_error else found
         report, ready = _report(sandbox, observation, key, now, pod.finding, service, errors)
+        status_held = _held_status(report, ready, sandbox, observation, now)
+        if status_held is not None:
+            report = report[1:]
         plan = Plan(
             actions=(*report, *writes),
             requeue_after=0 if writes else requeue_after,
@@ -236,15 +253,20 @@ def _plan_children(
             error=first_error,
             steps=steps,
         )
-    if held is None:
-        return plan
-    since, left = held
-    return dataclasses.replace(
-        plan,
-        requeue_after=left if plan.requeue_after is None else min(plan.requeue_after, left),
-        reason=f"{plan.reason}; the Pod's metadata patch is held back {left:.3f} s more",
-        memo=WriteBehindMemo(pod_patch_held_since=since),
+    memo = WriteBehindMemo(
+        pod_patch_held_since=held[0] if held else None,
+        status_held_since=status_held[0] if status_held else None,
     )
+    for hold, what in ((held, "the Pod's metadata patch"), (status_held, "the status")):
+        if hold is not None:
+            left = hold[1]
+            plan = dataclasses.replace(
+                plan,
+                requeue_after=left if plan.requeue_after is None else min(plan.requeue_after, left),
+                reason=f"{plan.reason}; {what} is held back {left:.3f} s more",
+                memo=memo,
+            )
+    return plan
 
 
 def _in_step(step: str, actions: Iterable[Action]) -> list[Action]:
@@ -257,10 +279,43 @@ def _held_pod_patch(
     """Whether write-behind holds the owned Pod's metadata patch back in this pass: since
     when, and for how many seconds more (None: write it now, or there is none)."""
     window = min(observation.write_behind, WRITE_BEHIND_BOUND)
-    if not pod.deferrable or window <= 0 or observation.last_error is not None:
+    if not pod.deferrable or observation.last_error is not None:
         # After a failed write the retry is not held back again: that would only delay it.
         return None
-    since = observation.pod_patch_held_since or now
+    return _hold(observation.pod_patch_held_since, window, now)
+
+
+def _held_status(
+    report: list[Action],
+    ready: ConditionValue,
+    sandbox: Sandbox,
+    observation: SandboxObservation,
+    now: datetime,
+) -> tuple[datetime, float] | None:
+    """Whether the status window holds this pass's status write back: since when, and for how
+    many seconds more (None: write it now, or there is none).
+
+    Only a status that reports the Pod on its way is held: Ready stays False for
+    ``DependenciesNotReady`` and was not True before. Becoming Ready, losing readiness, an
+    error, a suspension or an ending is written at once."""
+    if not report or not isinstance(report[0], Patch) or report[0].subresource != "status":
+        return None
+    current = condition(sandbox, CONDITION_READY)
+    if (
+        ready.reason != REASON_DEPENDENCIES_NOT_READY
+        or (current is not None and current.status == "True")
+        or observation.last_error is not None
+    ):
+        return None
+    return _hold(observation.status_held_since, observation.status_window, now)
+
+
+def _hold(since: datetime | None, window: float, now: datetime) -> tuple[datetime, float] | None:
+    """A write held back for ``window`` seconds from ``since`` (this pass, when None): since
+    when and for how long more, or None once the window has passed."""
+    if window <= 0:
+        return None
+    since = since or now
     left = (since + timedelta(seconds=window) - now).total_seconds()
     if left <= 0:
         return None

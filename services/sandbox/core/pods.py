@@ -349,8 +349,6 @@ def plan_pod(sandbox: Sandbox, pods: tuple[Json, ...], name_hash: str) -> PodPla
         # same way at every pass.
         pod = by_name.get(name)
     if pod is None:
-        if not annotation:
-            annotation = name
         events = (_observed(EVENT_NEW_POD, name, "Pending"),)
         # Until the API server answers, there is no Pod to report on.
         return result(PodFinding(), Create(new_pod(sandbox, name_hash), why="create the Pod"))
@@ -391,7 +389,7 @@ def plan_pod(sandbox: Sandbox, pods: tuple[Json, ...], name_hash: str) -> PodPla
         )
     elif patch:
         actions.append(Patch(target, {"metadata": patch}, why="reconcile the Pod's labels"))
-    if not annotation:
+    if not annotation and name_of(pod) != name:
         annotation = name_of(pod)
     return result(
         PodFinding(pod=pod, owned=True), *actions, deferrable=bool(actions) and references is None

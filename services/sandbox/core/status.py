@@ -35,6 +35,7 @@ __all__ = [
     "CONDITION_POD_SCHEDULED",
     "CONDITION_READY",
     "CONDITION_SUSPENDED",
+    "REASON_DEPENDENCIES_NOT_READY",
     "ConditionValue",
     "PodFinding",
     "compute_conditions",
@@ -51,6 +52,7 @@ CONDITION_SUSPENDED = "Suspended"
 CONDITION_FINISHED = "Finished"
 CONDITION_POD_SCHEDULED = "PodScheduled"
 CONDITION_READY = "Ready"
+REASON_DEPENDENCIES_NOT_READY = "DependenciesNotReady"
 
 Status = Literal["True", "False", "Unknown"]
 
@@ -233,7 +235,7 @@ def _ready(
         message += "; Service Exists" if service_ready else "; Service does not exist"
     if pod_ready and service_ready:
         return ConditionValue(CONDITION_READY, "True", "DependenciesReady", message)
-    return not_ready("DependenciesNotReady", message)
+    return not_ready(REASON_DEPENDENCIES_NOT_READY, message)
 
 
 def compute_conditions(

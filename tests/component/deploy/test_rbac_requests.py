@@ -90,6 +90,11 @@ UNEXERCISED: dict[str, dict[tuple[str, str, str], str]] = {
         (CORE, "services", "update"): (
             "adopting an unowned Service of the Sandbox's name, a full update (headless.py)"
         ),
+        (AGENTS, "sandboxes", "patch"): (
+            "the agents.x-k8s.io/pod-name annotation when the Pod is not named like its Sandbox "
+            "(a Pod adopted under another name, or forgotten: services/sandbox/core/pods.py), "
+            "and the trace context when tracing is on (plan.py)"
+        ),
     },
     "pool": {
         (EVENTS, "events", "create"): (

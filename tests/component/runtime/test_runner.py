@@ -16,10 +16,11 @@ from services.runtime import runner
 SERVICE = textwrap.dedent(
     """
     import asyncio, pathlib, sys
-    from services.runtime.runner import serve_until_signalled
+    from services.runtime.runner import event_loop_factory, serve_until_signalled
 
     marks = pathlib.Path(sys.argv[1])
     mode = sys.argv[2]
+    loop = sys.argv[3]
 
     async def serve():
         (marks / "started").touch()
@@ -32,14 +33,15 @@ SERVICE = textwrap.dedent(
         finally:
             (marks / "cleaned-up").touch()
 
-    sys.exit(asyncio.run(serve_until_signalled(serve())))
+    with asyncio.Runner(loop_factory=event_loop_factory(loop)) as runner:
+        sys.exit(runner.run(serve_until_signalled(serve())))
     """
 )
 
 
-def _start(tmp_path: Path, mode: str) -> subprocess.Popen[bytes]:
+def _start(tmp_path: Path, mode: str, loop: str = "uvloop") -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-c", SERVICE, str(tmp_path), mode], stderr=subprocess.PIPE
+        [sys.executable, "-c", SERVICE, str(tmp_path), mode, loop], stderr=subprocess.PIPE
     )
 
 
@@ -50,9 +52,12 @@ def _wait_for(path: Path, timeout: float = 20) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_the_service_cleanly(tmp_path: Path, signum: signal.Signals) -> None:
-    process = _start(tmp_path, "serve")
+def test_a_signal_stops_the_service_cleanly(
+    tmp_path: Path, signum: signal.Signals, loop: str
+) -> None:
+    process = _start(tmp_path, "serve", loop)
     try:
         _wait_for(tmp_path / "started")
         process.send_signal(signum)
@@ -82,3 +87,22 @@ def test_a_service_that_returns_by_itself_exits_non_zero(tmp_path: Path) -> None
 def test_an_unknown_service_names_the_known_ones() -> None:
     with pytest.raises(LookupError, match="unknown service 'nope'"):
         runner.load_service("nope")
+
+
+@pytest.mark.parametrize(
+    ("value", "uvloop"), [(None, True), ("", True), ("uvloop", True), (" asyncio", False)]
+)
+def test_the_event_loop_is_uvloop_unless_asked(value: str | None, uvloop: bool) -> None:
+    factory = runner.event_loop_factory(value)
+    assert (factory is not None) == uvloop
+    if factory is not None:
+        loop = factory()
+        try:
+            assert type(loop).__module__.startswith("uvloop")
+        finally:
+            loop.close()
+
+
+def test_an_unknown_event_loop_stops_the_service() -> None:
+    with pytest.raises(ValueError, match="SANDBUS_EVENT_LOOP='trio'"):
+        runner.event_loop_factory("trio")

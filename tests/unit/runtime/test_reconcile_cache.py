@@ -125,3 +125,39 @@ def test_indexes_by_label_and_by_controller_follow_the_effective_object() -> Non
         cache.by_label("Pod", "default", "unindexed", "x")
     cache.observe("deleted", pod("9", labels={"hash": "h2"}))
     assert cache.by_label("Pod", "default", "hash", "h2") == [] and cache.keys("Pod") == []
+
+
+def test_objects_come_back_as_they_went_in_whatever_their_kind_shares() -> None:
+    """Objects are kept packed against the first object of their kind: every later object,
+    however unlike the first, reads back exactly, and a reader's edits never reach the cache."""
+    cache = ObjectCache()
+    first = pod("1", labels={"team": "a"})
+    unlike = {
+        "kind": "Pod",
+        "metadata": {"name": "q", "namespace": "other", "resourceVersion": "2"},
+        "spec": {"containers": [{"name": "ünïcode", "args": ["x" * 5000]}]},
+        "status": {"phase": None, "podIPs": [], "ready": True, "restarts": 3.5},
+    }
+    cache.observe("added", first)
+    cache.observe("added", unlike)
+    q = ObjectKey("Pod", "other", "q")
+    assert cache.get(POD) == first and cache.get(q) == unlike
+    read = cache.get(q)
+    assert read is not None
+    read["spec"]["containers"].clear()
+    assert cache.get(q) == unlike, "a reader's edits stay the reader's"
+    assert cache.observed(q) == unlike and q in cache
+
+
+def test_a_recording_pass_reads_one_object_once() -> None:
+    """Within a recorded pass every read of a key gives the same object (what the decision's
+    inputs name), even when the bus delivers a newer one meanwhile; the next pass sees it."""
+    cache = ObjectCache()
+    cache.observe("added", pod("1"))
+    with cache.recording() as reads:
+        first = cache.get(POD)
+        cache.observe("modified", pod("2"))
+        assert cache.get(POD) is first
+    assert reads == {POD: first}
+    newer = cache.get(POD)
+    assert newer is not None and newer["metadata"]["resourceVersion"] == "2"

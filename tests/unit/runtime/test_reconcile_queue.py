@@ -64,6 +64,21 @@ async def test_add_after_keeps_the_earliest_schedule() -> None:
     assert loop.time() - start < 1.0
 
 
+async def test_a_pass_serves_the_schedules_made_before_it() -> None:
+    """A key an event asks for before its timer fires is served once: the timer goes with the
+    pass, and a pass that still needs one asks again."""
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("a", 0.05)
+    queue.add("a", "event")
+    assert await take(queue) == ("a", ("event",))
+    assert queue.scheduled == frozenset()
+    queue.done("a")
+    await asyncio.sleep(0.1)
+    assert queue.idle() and len(queue) == 0, "no second pass when the timer would have fired"
+    queue.add_after("a", 0.02)  # the planner asks again
+    assert await take(queue) == ("a", ())
+
+
 async def test_backoff_doubles_and_forget_resets() -> None:
     queue: WorkQueue[str] = WorkQueue(base_delay=0.01, max_delay=0.05)
     delays = [queue.backoff("a") for _ in range(5)]

@@ -54,7 +54,7 @@ def test_minimal_spec_gives_a_pod_and_no_service() -> None:
     assert cluster.get("Pod", "sb") is not None
     assert cluster.get("Service", "sb") is None
     sb = sandbox_of(cluster)
-    assert sb["metadata"]["annotations"] == {ANNOTATION_POD_NAME: "sb"}
+    assert "annotations" not in sb["metadata"], "the Pod is the one its name resolves to"
     assert ready(sb) == ("False", "DependenciesNotReady", "Pod exists with phase: Pending")
     assert sb["status"]["selector"] == f"{LABEL_SANDBOX_NAME_HASH}={HASH}"
     assert len(plans) == 2, "children first, then the status from what the server returned"
@@ -409,7 +409,7 @@ def test_a_refused_write_is_reported_before_it_is_retried() -> None:
     assert written is not None
     reason = next(c for c in written["conditions"] if c["type"] == "Ready")
     assert (reason["reason"], reason["message"]) == ("ReconcilerError", f"Error seen: {error}")
-    assert [type(a).__name__ for a in plan.actions[1:]] == ["Create", "Patch"]
+    assert [type(a).__name__ for a in plan.actions[1:]] == ["Create"]
 
 
 def test_pvc_of_another_owner_is_an_error_but_the_pod_still_comes() -> None:
@@ -456,7 +456,6 @@ def test_an_untracked_pod_named_like_the_sandbox_is_not_created_again(
     found = cluster.get("Pod", "sb")
     assert found is not None
     assert (found["metadata"].get("ownerReferences") == [owner_ref()]) == adopted
-    assert sandbox_of(cluster)["metadata"].get("annotations", {}).get(ANNOTATION_POD_NAME) == (
-        "sb" if adopted else None
-    )
+    # The stale name is forgotten either way: the Pod named like the Sandbox needs none.
+    assert sandbox_of(cluster)["metadata"].get("annotations", {}).get(ANNOTATION_POD_NAME) is None
     assert (plans[-1].error is None) == adopted

@@ -1,0 +1,91 @@
+"""The services import kubernetes_asyncio's client without its generated API classes and
+models (services/runtime/kubeclient.py), and whoever wants those still gets them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from services.runtime.kubeclient import Configuration, environment_proxy, new_api_client
+
+
+def run(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_service_loads_a_few_modules_of_the_client() -> None:
+    loaded = run(
+        """
+        import sys
+        import services.runtime.kube, services.runtime.settings
+        names = [name for name in sys.modules if name.startswith("kubernetes_asyncio")]
+        print(len(names), "kubernetes_asyncio.client.models.v1_pod" in sys.modules)
+        """
+    )
+    count, models = loaded.split()
+    assert int(count) < 40 and models == "False", loaded
+
+
+def test_the_whole_client_is_there_for_who_asks() -> None:
+    answer = run(
+        """
+        import services.runtime.kube
+        from kubernetes_asyncio import client
+        from kubernetes_asyncio.client import CoreV1Api, V1Pod
+        import kubernetes_asyncio.client.models as models
+        assert models.V1Pod is V1Pod and client.ApiClient is services.runtime.kube.ApiClient
+        try:
+            from kubernetes_asyncio.client import NoSuchThing
+        except ImportError as error:
+            print(type(error).__name__, CoreV1Api.__name__)
+        """
+    )
+    assert answer == "ImportError CoreV1Api"
+
+
+def test_a_process_that_imported_the_client_first_keeps_it() -> None:
+    answer = run(
+        """
+        import kubernetes_asyncio.client
+        full = kubernetes_asyncio.client
+        import services.runtime.kube
+        print(kubernetes_asyncio.client is full, hasattr(full, "CoreV1Api"))
+        """
+    )
+    assert answer == "True True"
+
+
+def test_the_proxy_of_the_environment_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session no longer reads the environment per request; its proxy still applies."""
+    monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
+    monkeypatch.setenv("no_proxy", "internal.example")
+    assert environment_proxy("https://api.example:6443") == "http://proxy.example:3128"
+    assert environment_proxy("https://internal.example:6443") is None
+    monkeypatch.delenv("https_proxy")
+    assert environment_proxy("https://api.example:6443") is None
+
+
+async def test_an_api_client_asks_no_netrc_and_keeps_a_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
+    configuration = Configuration()
+    configuration.host = "https://api.example:6443"
+    client = new_api_client(configuration)
+    try:
+        assert client.rest_client.pool_manager.trust_env is False
+        assert client.rest_client.proxy == "http://proxy.example:3128"
+    finally:
+        await client.close()
+    assert client.rest_client.pool_manager.closed
