@@ -39,6 +39,22 @@ runtime keeps per key on the bus and hands to the next pass, so a restarted work
 standby goes on with the same window. Losing it would only restart the window; it loses no
 write. A pass after a refused write holds nothing back: that would only delay the retry.
 
+The status window (sandbus's, ``SANDBUS_SANDBOX_STATUS_WINDOW``; 0 = every change written, as
+upstream does). A starting Pod changes four times on its way to Ready (scheduled, started, an
+IP, Ready), and upstream writes the Sandbox's status after each. With a window, a status that
+only reports that progress (Ready stays False for ``DependenciesNotReady`` and was not True) is
+held back for the window, counted from the pass that created the Pod (or from the first pass
+that held one), with the same memo mechanism as write-behind (``status_held_since``); the
+pass asks to come back when the window ends, so a Pod that never changes still has its status
+written then. A Pod Ready within the window costs one status write. Becoming Ready, losing
+readiness, an error, a suspension or an ending is written at once.
+
+The pod-name annotation. Upstream writes ``agents.x-k8s.io/pod-name`` after it creates or
+finds the Pod; a Pod named like its Sandbox is the one an absent annotation names already
+(:func:`~services.sandbox.core.observation.resolve_pod_name`, the SDK's ``get_pod_name``), so
+that write carries nothing new and is left out. A Pod of another name is recorded as upstream
+records it, and a stale value is removed.
+
 The MultiplePods case writes a Warning event (``events.k8s.io``, reason ``MultiplePods``) once,
 when the Ready reason becomes MultiplePods, and is not retried: it needs a person. Errors of a
 pass (an object the Sandbox may not adopt or use) are reported as Ready=False/
