@@ -158,17 +158,28 @@ async def claims_to_ready(
     done = asyncio.Event()
     total = len(schedule)
 
+    def saw(obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if name in each and name not in ready and claim_ready(obj):
+            ready[name] = time.perf_counter()
+            each[name].set()
+            if len(ready) >= total:
+                done.set()
+
     async def follow() -> None:
-        params = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": "3600"}
-        async with http.get(CLAIMS, params=params) as stream:
-            async for line in stream.content:
-                obj = json.loads(line)["object"]
-                name = obj["metadata"]["name"]
-                if name in each and name not in ready and claim_ready(obj):
-                    ready[name] = time.perf_counter()
-                    each[name].set()
-                    if len(ready) >= total:
-                        done.set()
+        version = resource_version
+        while not done.is_set():
+            params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "3600"}
+            async with http.get(CLAIMS, params=params) as stream:
+                async for line in stream.content:
+                    saw(json.loads(line)["object"])
+            # The API server closes a watch that falls behind, as Kubernetes does: list what
+            # was missed (a claim Ready meanwhile is timed now, a little late) and watch again.
+            async with http.get(CLAIMS) as response:
+                listed = await response.json()
+            for obj in listed["items"]:
+                saw(obj)
+            version = listed["metadata"]["resourceVersion"]
 
     watching = asyncio.create_task(follow())
     gate = asyncio.Semaphore(concurrency)

@@ -31,13 +31,17 @@ Objects are keyed by :class:`~events.envelope.ObjectKey` (kind, namespace, name)
 here because it is also the work-queue key of the reconciler of that kind.
 
 The cache hands out plain JSON dicts as the API serves them (camelCase), the same shape the
-events carry: callers must not mutate them. It keeps each observed object packed and unpacks
-it when it is read. A worker holds every object of the kinds it follows, and a decoded
-Sandbox takes four times the memory of its JSON, while reads are few by comparison: a pass
-reads its key's objects, and the same object once (a recording pass hands out what it unpacked
-already). Packed is JSON compressed with the first object of its kind as zlib's preset
+events carry, and may hand one dict to several readers: callers must not mutate them.
+
+It keeps each observed object packed, and unpacks it when it is read: a worker holds every
+object of the kinds it follows, and a Sandbox as dicts takes four times the memory of its JSON.
+Packed is that JSON compressed by zlib with the first object of its kind as the preset
 dictionary: objects of one kind share their keys and most of their values, so a Sandbox packs
-to a fifth of its JSON. The answers to our own writes are short-lived and stay as they came.
+to a fifth of its JSON. While the worker is busy, the objects it read last through an index
+stay unpacked too (at most ``unpacked_limit``): a pass may read many objects that way (a
+pool's pass reads every member), and the next pass reads most of them again.
+:meth:`ObjectCache.rest` lets them go when the worker has nothing to do. The answers to our
+own writes are short-lived and stay as they came.
 """
 
 from __future__ import annotations
@@ -162,6 +166,7 @@ class ObjectCache:
         *,
         label_indexes: Iterable[tuple[str, str]] = (),
         written_ttl: float = 30.0,
+        unpacked_limit: int = 2048,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._label_indexes: dict[str, tuple[str, ...]] = defaultdict(tuple)
@@ -172,6 +177,9 @@ class ObjectCache:
         self._observed: dict[ObjectKey, tuple[str, bytes]] = {}
         """Each object's resourceVersion, and the object packed."""
         self._packer = _Packer()
+        self._unpacked: dict[ObjectKey, tuple[bytes, Json]] = {}
+        """Objects read lately, with the packed form they came from (oldest first)."""
+        self._unpacked_limit = unpacked_limit
         self._written: dict[ObjectKey, _Written] = {}
         self._by_kind: dict[str, set[ObjectKey]] = defaultdict(set)
         self._by_label: dict[tuple[str, str, str, str], set[ObjectKey]] = defaultdict(set)
@@ -182,13 +190,11 @@ class ObjectCache:
     # -- reading ----------------------------------------------------------------------------
 
     def get(self, key: ObjectKey) -> Json | None:
+        return self._read(key, keep=False)
+
+    def _read(self, key: ObjectKey, *, keep: bool) -> Json | None:
         written = self._written.get(key)
-        if written is not None:
-            found = written.obj
-        elif self._reads is not None and key in self._reads:
-            return self._reads[key]  # read before in this pass: the same dict again
-        else:
-            found = self.observed(key)
+        found = written.obj if written is not None else self._unpacked_observed(key, keep)
         if self._reads is not None:
             self._reads[key] = found
         return found
@@ -206,8 +212,25 @@ class ObjectCache:
 
     def observed(self, key: ObjectKey) -> Json | None:
         """The object as the bus last showed it, ignoring our own writes' answers."""
+        return self._unpacked_observed(key, keep=False)
+
+    def _unpacked_observed(self, key: ObjectKey, keep: bool) -> Json | None:
         held = self._observed.get(key)
-        return self._packer.unpack(key.kind, held[1]) if held is not None else None
+        if held is None:
+            return None
+        unpacked = self._unpacked.get(key)
+        if unpacked is not None and unpacked[0] is held[1]:
+            return unpacked[1]
+        obj = self._packer.unpack(key.kind, held[1])
+        if keep:
+            if len(self._unpacked) >= self._unpacked_limit:
+                del self._unpacked[next(iter(self._unpacked))]
+            self._unpacked[key] = (held[1], obj)
+        return obj
+
+    def rest(self) -> None:
+        """Drop the objects kept unpacked: the worker has nothing to do for now."""
+        self._unpacked.clear()
 
     def known_gone(self, key: ObjectKey) -> bool:
         """Did a read or write of ours find ``key`` gone, and the bus show nothing newer since?
@@ -239,12 +262,12 @@ class ObjectCache:
         if label not in self._label_indexes.get(kind, ()):
             raise KeyError(f"{kind} objects are not indexed by label {label!r}")
         keys = sorted(self._by_label.get((kind, namespace, label, value), ()))
-        return [obj for obj in map(self.get, keys) if obj is not None]
+        return [obj for obj in (self._read(key, keep=True) for key in keys) if obj is not None]
 
     def owned_by(self, kind: str, owner_uid: str) -> list[Json]:
         """Objects of ``kind`` whose controller owner has ``owner_uid``."""
         keys = sorted(self._by_owner.get((kind, owner_uid), ()))
-        return [obj for obj in map(self.get, keys) if obj is not None]
+        return [obj for obj in (self._read(key, keep=True) for key in keys) if obj is not None]
 
     def __len__(self) -> int:
         return sum(1 for keys in self._by_kind.values() for _ in keys)
@@ -277,6 +300,7 @@ class ObjectCache:
             order = compare_resource_versions(version, current[0])
             if order is not None and order < 0:
                 return False
+        self._unpacked.pop(key, None)
         if change == "deleted":
             self._observed.pop(key, None)
         else:
@@ -307,9 +331,13 @@ class ObjectCache:
         obj = strip_managed_fields(obj)
         key = key_of(obj, kind)
         self._written[key] = _Written(
-            obj, _uid(obj), _resource_version(obj), self._clock() + self._written_ttl, writer
+            obj,
+            _uid(obj),
+            _resource_version(obj),
+            self._clock() + self._written_ttl,
+            writer,
         )
-        self._reindex(key)
+        self._reindex(key, obj)
 
     def remember_gone(self, key: ObjectKey) -> None:
         """Hold "this object is gone", as a delete or a NotFound told us."""

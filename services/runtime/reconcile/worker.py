@@ -485,6 +485,8 @@ class Worker:
                 self.queue.backoff(key)
             finally:
                 self.queue.done(key)
+                if self.queue.idle():
+                    self.cache.rest()
 
     # -- one key ----------------------------------------------------------------------------
 
