@@ -170,7 +170,10 @@ async def claims_to_ready(
         version = resource_version
         while not done.is_set():
             params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "3600"}
-            async with http.get(CLAIMS, params=params) as stream:
+            # No client timeout: a run that falls behind watches for longer than aiohttp's
+            # default of 5 minutes, and the watch ends at the server's timeout anyway.
+            unbounded = aiohttp.ClientTimeout(total=None)
+            async with http.get(CLAIMS, params=params, timeout=unbounded) as stream:
                 async for line in stream.content:
                     saw(json.loads(line)["object"])
             # The API server closes a watch that falls behind, as Kubernetes does: list what
@@ -204,7 +207,12 @@ async def claims_to_ready(
     try:
         async with asyncio.timeout(limit):
             await asyncio.gather(*(create(n, at) for n, at in zip(names, schedule, strict=True)))
-            await done.wait()
+            finished = asyncio.create_task(done.wait())
+            await asyncio.wait({finished, watching}, return_when=asyncio.FIRST_COMPLETED)
+            if not finished.done():
+                finished.cancel()
+                watching.result()  # what the watch died of
+                raise RuntimeError("the watch of the claims ended before every claim was Ready")
     finally:
         watching.cancel()
         await asyncio.gather(watching, return_exceptions=True)

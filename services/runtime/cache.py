@@ -189,8 +189,11 @@ class ObjectCache:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def get(self, key: ObjectKey) -> Json | None:
-        return self._read(key, keep=False)
+    def get(self, key: ObjectKey, *, keep: bool = False) -> Json | None:
+        """The object of ``key``, or None. ``keep``: it stays unpacked while the worker is
+        busy, as what is read through an index does (a pass that reads many objects, which the
+        next pass reads again: a pool's members' Pods)."""
+        return self._read(key, keep=keep)
 
     def _read(self, key: ObjectKey, *, keep: bool) -> Json | None:
         written = self._written.get(key)

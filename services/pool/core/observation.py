@@ -104,7 +104,7 @@ def observe_pool(
     )
     pods: dict[str, Json] = {}
     for member in members:
-        pod = cache.get(ObjectKey("Pod", key.namespace, pod_name_of(member)))
+        pod = cache.get(ObjectKey("Pod", key.namespace, pod_name_of(member)), keep=True)
         if pod is not None:
             pods[str(metadata_of(pod).get("name"))] = pod
     return PoolObservation(

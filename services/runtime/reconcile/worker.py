@@ -133,6 +133,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _MAX_RECORDED_ERROR: Final = 4000
+REST_AFTER: Final = 1.0
+"""Seconds of an idle queue after which the cache lets go of what it keeps unpacked."""
 
 
 @dataclass(frozen=True)
@@ -262,6 +264,8 @@ class Worker:
         self._held: dict[ObjectKey, dict[str, Held]] = {}
         self._woken_by: dict[ObjectKey, dict[str, str]] = {}
         """The W3C headers of the last event that woke each key (only with a tracer)."""
+        self._idle_since = 0.0
+        self._rest_timer: asyncio.TimerHandle | None = None
         self._executors: dict[type, Executor] = {
             **RUNTIME_EXECUTORS,
             Ack: self._ack,
@@ -323,6 +327,8 @@ class Worker:
             for gauge, sampler in zip(self.definition.gauges, samplers, strict=True):
                 self.metrics.stop_sampling(gauge.name, sampler)
             self.queue.shutdown()
+            if self._rest_timer is not None:
+                self._rest_timer.cancel()
             await self._hand_back()
 
     def _sample(self, gauge: Gauge) -> Callable[[], Awaitable[Mapping[tuple[str, ...], float]]]:
@@ -486,7 +492,26 @@ class Worker:
             finally:
                 self.queue.done(key)
                 if self.queue.idle():
-                    self.cache.rest()
+                    self._rest_soon()
+
+    def _rest_soon(self) -> None:
+        """Let the cache drop what it keeps unpacked once the queue has stayed idle for
+        :data:`REST_AFTER` (a pool woken again in 50 ms rereads its members)."""
+        loop = asyncio.get_running_loop()
+        self._idle_since = loop.time()
+        if self._rest_timer is None:
+            self._rest_timer = loop.call_later(REST_AFTER, self._rest_if_still_idle)
+
+    def _rest_if_still_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._rest_timer = None
+        if not self.queue.idle():
+            return  # the pass that ends it calls _rest_soon again
+        waited = loop.time() - self._idle_since
+        if waited >= REST_AFTER:
+            self.cache.rest()
+        else:
+            self._rest_timer = loop.call_later(REST_AFTER - waited, self._rest_if_still_idle)
 
     # -- one key ----------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from nats.js.api import PubAck
 
 from events.codec import decode_event
@@ -15,6 +16,7 @@ from events.types import DecisionMade, Outcome, observed_event
 from services.runtime.cache import ObjectKey
 from services.runtime.kube import KubeError
 from services.runtime.reconcile import Create, Patch, Plan
+from services.runtime.reconcile import worker as worker_module
 from services.runtime.reconcile.worker import Observed, Worker, WorkerDefinition, WorkerSettings
 from tests.unit.runtime.test_reconcile_actions import ScriptedApi, obj
 
@@ -249,3 +251,21 @@ async def drain(w: Worker) -> None:
     while len(w.queue):
         key, _ = await w.queue.get()
         w.queue.done(key)
+
+
+async def test_the_cache_rests_once_the_queue_stays_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a busy worker keeps unpacked goes once its queue has been idle for a while; a pass
+    that comes back within that while finds its objects still unpacked."""
+    monkeypatch.setattr(worker_module, "REST_AFTER", 0.1)
+    w = worker(PodPerWidget(), ScriptedApi())
+    kept = w.cache.get(WIDGET, keep=True)
+    w._rest_soon()
+    await asyncio.sleep(0.05)
+    w.queue.add(WIDGET)  # busy again before the while is over
+    await asyncio.sleep(0.1)
+    assert w.cache.get(WIDGET, keep=True) is kept, "not rested while busy"
+    await w.queue.get()
+    w.queue.done(WIDGET)
+    w._rest_soon()
+    await asyncio.sleep(0.2)
+    assert w.cache.get(WIDGET) is not kept and w.cache.get(WIDGET) == kept

@@ -193,7 +193,7 @@ def observe_batch(
             names = parse_pod_list(annotations, ANNOTATION_ALLOC_STATUS)
         except ValueError:
             names = []
-        found = (cache.get(ObjectKey("Pod", key.namespace, name)) for name in names)
+        found = (cache.get(ObjectKey("Pod", key.namespace, name), keep=True) for name in names)
         pods = tuple(pod for pod in found if pod is not None)
     else:
         uid = str(metadata_of(sandbox).get("uid") or "")
