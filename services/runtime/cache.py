@@ -193,9 +193,6 @@ class ObjectCache:
         """The object of ``key``, or None. ``keep``: it stays unpacked while the worker is
         busy, as what is read through an index does (a pass that reads many objects, which the
         next pass reads again: a pool's members' Pods)."""
-        return self._read(key, keep=keep)
-
-    def _read(self, key: ObjectKey, *, keep: bool) -> Json | None:
         written = self._written.get(key)
         found = written.obj if written is not None else self._unpacked_observed(key, keep)
         if self._reads is not None:
@@ -265,12 +262,12 @@ class ObjectCache:
         if label not in self._label_indexes.get(kind, ()):
             raise KeyError(f"{kind} objects are not indexed by label {label!r}")
         keys = sorted(self._by_label.get((kind, namespace, label, value), ()))
-        return [obj for obj in (self._read(key, keep=True) for key in keys) if obj is not None]
+        return [obj for obj in (self.get(key, keep=True) for key in keys) if obj is not None]
 
     def owned_by(self, kind: str, owner_uid: str) -> list[Json]:
         """Objects of ``kind`` whose controller owner has ``owner_uid``."""
         keys = sorted(self._by_owner.get((kind, owner_uid), ()))
-        return [obj for obj in (self._read(key, keep=True) for key in keys) if obj is not None]
+        return [obj for obj in (self.get(key, keep=True) for key in keys) if obj is not None]
 
     def __len__(self) -> int:
         return sum(1 for keys in self._by_kind.values() for _ in keys)

@@ -49,12 +49,10 @@ def _register_lean_packages() -> None:
     if spec is None or not spec.submodule_search_locations:
         return  # not installed: the imports below say so
     root = Path(next(iter(spec.submodule_search_locations)))
-    top = _package(_PACKAGE, root, run_init_on_demand=True)
+    top = _package(_PACKAGE, root)
     top.__version__ = importlib.metadata.version(_PACKAGE)  # type: ignore[attr-defined]
-    client = _package(f"{_PACKAGE}.client", root / "client", run_init_on_demand=True)
-    models = _package(
-        f"{_PACKAGE}.client.models", root / "client" / "models", run_init_on_demand=True
-    )
+    client = _package(f"{_PACKAGE}.client", root / "client")
+    models = _package(f"{_PACKAGE}.client.models", root / "client" / "models")
     top.client, client.models = client, models  # type: ignore[attr-defined]
     # What kubernetes_asyncio.config and the ApiClient import from the client package.
     from kubernetes_asyncio.client import configuration, exceptions
@@ -66,7 +64,7 @@ def _register_lean_packages() -> None:
     client.ApiClient = api_client.ApiClient  # type: ignore[attr-defined]
 
 
-def _package(name: str, path: Path, *, run_init_on_demand: bool) -> types.ModuleType:
+def _package(name: str, path: Path) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__path__ = [str(path)]
     module.__file__ = str(path / "__init__.py")
@@ -79,7 +77,7 @@ def _package(name: str, path: Path, *, run_init_on_demand: bool) -> types.Module
             raise AttributeError(attribute)
         if (path / f"{attribute}.py").is_file() or (path / attribute).is_dir():
             return importlib.import_module(f"{name}.{attribute}")
-        if not run_init_on_demand or init_ran:
+        if init_ran:
             raise AttributeError(f"module {name!r} has no attribute {attribute!r}")
         init_ran = True
         source = (path / "__init__.py").read_text()
