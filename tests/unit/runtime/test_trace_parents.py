@@ -8,10 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import opentelemetry.trace
-import pytest
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
@@ -94,18 +91,6 @@ class TracedWidgets(PodPerWidget):
 
     def with_trace_context(self, inputs: dict[str, Any], carrier: str) -> dict[str, Any]:
         return inputs
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer(exporter: InMemorySpanExporter) -> Tracer:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider.get_tracer("test")
 
 
 def widget(rv: str, trace: str | None = None) -> dict[str, Any]:

@@ -8,9 +8,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
@@ -65,18 +62,6 @@ def cache_with(*objects: dict[str, Any]) -> ObjectCache:
     for obj in (pool, template, *objects):
         cache.observe("added", obj, kind=obj["kind"])
     return cache
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer(exporter: InMemorySpanExporter) -> Tracer:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider.get_tracer("sandbus-claim")
 
 
 def test_a_claim_s_span_is_named_and_labelled_as_upstream_s() -> None:

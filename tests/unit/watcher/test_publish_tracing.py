@@ -7,8 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracer, SpanKind, StatusCode, Tracer
 
@@ -101,18 +100,6 @@ def test_any_other_object_without_a_carrier_starts_a_trace_per_change(obj: dict[
 
 
 # --- the watcher's span -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer(exporter: InMemorySpanExporter) -> Tracer:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider.get_tracer("sandbus-watcher")
 
 
 def traceparent(span: ReadableSpan) -> str:
