@@ -140,7 +140,11 @@ class Supervisors:
 
     def alive(self, pid: int, task_dir: Path) -> bool:
         self.reap()
-        return _runs(pid, task_dir)
+        if _runs(pid, task_dir):
+            return True
+        # It may have exited since the reap: collect it now, so no zombie outlives its task.
+        self.reap()
+        return False
 
     def stop(self, pid: int, task_dir: Path, deadline: float, cancelled: threading.Event) -> None:
         """SIGTERM to the supervisor; SIGKILL to its group if it still runs after ``deadline``
