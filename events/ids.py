@@ -76,9 +76,10 @@ def parse_change_event_id(event_id: str) -> ChangeEventId:
 def inputs_digest(inputs: object) -> str:
     """``sha256:<hex>`` of the canonical JSON of ``inputs`` (keys sorted, msgspec encoding).
 
-    Planners' inputs are msgspec Structs, dicts and lists; the canonical form makes the digest
-    independent of dict insertion order, so a replay that rebuilds the same inputs gets the
-    same digest.
+    A worker digests a pass's inputs by reference (the resourceVersion of each object read, and
+    the key's memory: :class:`events.types.DecisionInputs`) with its time. The canonical form
+    makes the digest independent of dict insertion order, so a replay that rebuilds the same
+    inputs gets the same digest.
     """
     canonical = msgspec.json.encode(inputs, order="sorted")
     return "sha256:" + hashlib.sha256(canonical).hexdigest()

@@ -285,7 +285,10 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         str,
         msgspec.Meta(
             min_length=1,
-            description="sha256 of the canonical planner inputs (events.ids.inputs_digest).",
+            description=(
+                "sha256 of the pass's inputs by reference (data.inputs) and its time"
+                " (events.ids.inputs_digest)."
+            ),
         ),
     ]
     outcome: Annotated[

@@ -137,6 +137,25 @@ def _rendered(watch: Watch, event_type: str, obj: Json | bytes) -> bytes:
     return wire.event_line(event_type, watch.render(obj) if watch.render is not None else obj)
 
 
+_SHARED_LIMIT = 512
+_shared: dict[tuple[int, int], tuple[ResourceType, bytes, Json]] = {}
+
+
+def _shared_decoded(rtype: ResourceType, raw: bytes) -> Json:
+    """``raw`` decoded and presented, read-only, shared by every filtered watch of a change:
+    each of the watches of Pods by label would otherwise decode the change's new and old bytes
+    again, and those decodes were the development cluster's largest single cost."""
+    key = (id(rtype), id(raw))
+    held = _shared.get(key)
+    if held is not None and held[0] is rtype and held[1] is raw:
+        return held[2]
+    obj = rtype.present(decode(raw))
+    if len(_shared) >= _SHARED_LIMIT:
+        del _shared[next(iter(_shared))]
+    _shared[key] = (rtype, raw, obj)
+    return obj
+
+
 class Watch:
     def __init__(
         self,
@@ -280,20 +299,18 @@ class Watch:
             return change.type, change.new
         new_obj = None
         if change.type != "DELETED" and change.new is not None:
-            new_obj = self.rtype.present(decode(change.new))
-        old_obj = self.rtype.present(decode(change.old)) if change.old is not None else None
+            new_obj = _shared_decoded(self.rtype, change.new)
+        old_obj = _shared_decoded(self.rtype, change.old) if change.old is not None else None
         current = new_obj is not None and matches(new_obj, self.opts)
         previous = old_obj is not None and matches(old_obj, self.opts)
-        if current and not previous:
-            assert new_obj is not None
-            return "ADDED", new_obj
-        if current and previous:
-            assert new_obj is not None
-            return "MODIFIED", new_obj
+        if current:
+            assert change.new is not None
+            return ("MODIFIED" if previous else "ADDED"), change.new
         if previous:
             assert old_obj is not None
-            old_obj["metadata"]["resourceVersion"] = str(change.rv)
-            return "DELETED", old_obj
+            stamped = {**old_obj, "metadata": {**old_obj["metadata"]}}
+            stamped["metadata"]["resourceVersion"] = str(change.rv)
+            return "DELETED", stamped
         return None
 
     async def _bookmark(self, response: web.StreamResponse, *, initial_end: bool = False) -> None:

@@ -7,9 +7,10 @@ each referenced object is the event on its subject whose object has that resourc
 decision can be made again, with the planner of the code that runs now:
 
 1. rebuild a cache holding exactly the objects the decision read (:func:`rebuilt_cache`);
-2. run the reconciler's ``observe`` on it and compare the digest of the inputs with the
-   recorded one: equal means the inputs were rebuilt exactly (a reference the log no longer
-   holds, or a reconciler whose observe changed, shows here);
+2. run the reconciler's ``observe`` on it and compare the digest of what it read (by
+   reference, as the worker digests a pass) with the recorded one: equal means the inputs were
+   rebuilt from the same objects at the same versions (a reference the log no longer holds, or
+   a reconciler whose observe now reads other objects, shows here);
 3. run ``plan`` with the decision's time as ``now`` and compare :func:`plan_digest` with the
    recorded one: equal is "same decision"; otherwise the re-run's actions are shown beside the
    recorded ones.
@@ -32,7 +33,7 @@ from events.types import DecisionMade
 from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
 from services.runtime.reconcile.actions import Plan, plan_digest
 from services.runtime.reconcile.expectations import Expectations
-from services.runtime.reconcile.worker import Observed, WorkerDefinition
+from services.runtime.reconcile.worker import Observed, WorkerDefinition, decision_inputs
 
 __all__ = ["Rerun", "VersionIndex", "rebuilt_cache", "rerun", "rerun_lines"]
 
@@ -102,8 +103,10 @@ def rerun(decision: DecisionMade, definition: WorkerDefinition, index: VersionIn
     )
     now: datetime = decision.time
     try:
-        inputs = reconciler.observe(key, observed)
-        rebuilt = inputs_digest({"inputs": inputs, "now": now}) == data.inputs_digest
+        with cache.recording() as reads:
+            inputs = reconciler.observe(key, observed)
+        recorded = decision_inputs(observed, reads)
+        rebuilt = inputs_digest({"inputs": recorded, "now": now}) == data.inputs_digest
         plan = reconciler.plan(inputs, now)
     except Exception as error:
         return Rerun(decision, False, False, missing, error=f"the planner raised {error!r}")

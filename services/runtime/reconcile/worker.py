@@ -128,6 +128,7 @@ __all__ = [
     "Worker",
     "WorkerDefinition",
     "WorkerSettings",
+    "decision_inputs",
 ]
 
 log = logging.getLogger(__name__)
@@ -552,11 +553,14 @@ class Worker:
         given = self.observed(key, now)
         with self.cache.recording() as reads:
             observed = reconciler.observe(key, given)
+        recorded = decision_inputs(given, reads)
         woken_by = self._woken_by.get(key)
         with traced_reconcile(self.tracer, reconciler, observed, woken_by) as (span, inputs):
             if span is None and woken_by is not None:
                 self._woken_by.pop(key, None)  # not traced (its object is gone): forget it
-            digest = inputs_digest({"inputs": inputs, "now": now})
+            # By reference, not content: the same objects at the same resourceVersions make the
+            # same inputs, and a pool's pass reads every member and its Pod.
+            digest = inputs_digest({"inputs": recorded, "now": now})
             try:
                 plan = reconciler.plan(inputs, now)
             except Exception as error:
@@ -568,7 +572,7 @@ class Worker:
                 execution = await self._carry_out(key, reconciler, plan, given, now, steps_tracer)
             requeue_after, note = self._schedule(key, memory, plan, execution)
             decision = self._decision(
-                key, triggers, digest, given, reads, plan, execution, requeue_after, note
+                key, triggers, digest, recorded, plan, execution, requeue_after, note
             )
             if self._memory.get(key) == _KeyMemory():
                 self._memory.pop(key, None)
@@ -704,8 +708,7 @@ class Worker:
         key: ObjectKey,
         triggers: tuple[str, ...],
         digest: str,
-        given: Observed,
-        reads: Mapping[ObjectKey, Json | None],
+        recorded: DecisionInputs,
         plan: Plan,
         execution: Execution,
         requeue_after: float | None,
@@ -740,7 +743,7 @@ class Worker:
             reason=reason,
             error=error[:_MAX_RECORDED_ERROR] if error else None,
             requeue_after_seconds=requeue_after,
-            inputs=decision_inputs(given, reads),
+            inputs=recorded,
             plan_digest=plan_digest(plan),
         )
 

@@ -105,12 +105,6 @@ async def test_until_before_since_exits_2_without_connecting() -> None:
     assert "--until is before --since" in err.getvalue()
 
 
-def test_the_commands_are_registered_in_the_sandbus_cli() -> None:
-    from services.cli import COMMAND_MODULES
-
-    assert "services.history.cli" in COMMAND_MODULES
-
-
 def test_a_signal_cancels_the_running_command_cleanly() -> None:
     cleaned_up = []
 

@@ -13,6 +13,7 @@ from nats.js.api import PubAck
 
 from events.codec import decode_event
 from events.types import DecisionMade, Outcome, observed_event
+from services.history.rerun import rerun
 from services.runtime.cache import ObjectKey
 from services.runtime.kube import KubeError
 from services.runtime.reconcile import Create, Patch, Plan
@@ -121,6 +122,37 @@ async def test_the_same_inputs_and_time_give_the_same_decision_id() -> None:
     await w.reconcile(WIDGET)
     first, second = js.decisions()
     assert first.id == second.id
+
+
+async def test_a_newer_version_of_an_object_read_gives_another_decision_id() -> None:
+    # The digest names what was read by resourceVersion: a change the planner saw is a new id.
+    js = FakeJetStream()
+    w = worker(PodPerWidget(), ScriptedApi(obj("Pod", "w")), js)
+    w.cache.observe("added", obj("Pod", "w", rv="1"))
+    await w.reconcile(WIDGET)
+    w.cache.observe("modified", obj("Pod", "w", rv="2"))
+    await w.reconcile(WIDGET)
+    first, second = js.decisions()
+    assert first.id != second.id
+    assert [v.resource_version for v in second.data.inputs.observed] == ["2", "1"]  # Pod, Widget
+
+
+async def test_a_recorded_decision_reruns_from_the_objects_it_names() -> None:
+    js = FakeJetStream()
+    reconciler = PodPerWidget()
+    w = worker(reconciler, ScriptedApi(obj("Pod", "w")), js)
+    w.cache.observe("added", obj("Pod", "w"))
+    await w.reconcile(WIDGET)
+    (decision,) = js.decisions()
+    index = {WIDGET: {"1": obj("Widget", "w")}, POD: {"1": obj("Pod", "w")}}
+
+    again = rerun(decision, w.definition, index)
+    assert (again.same, again.inputs_rebuilt, again.missing) == (True, True, ())
+
+    without_pod = rerun(decision, w.definition, {WIDGET: index[WIDGET]})
+    assert not without_pod.inputs_rebuilt, "the Pod the pass read is not on the log"
+    assert without_pod.missing == ("Pod/ns/w@1",)
+    assert not without_pod.same, "without its Pod the planner would create one"
 
 
 async def test_a_planner_that_raises_is_recorded_and_backed_off() -> None:
