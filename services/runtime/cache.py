@@ -78,11 +78,15 @@ Change = Literal["added", "modified", "deleted"]
 
 def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     metadata = obj.get("metadata")
+    if type(metadata) is dict:
+        return metadata  # decoded JSON, as always: without the costlier check of an ABC
     return metadata if isinstance(metadata, Mapping) else {}
 
 
 def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     labels = metadata_of(obj).get("labels")
+    if type(labels) is dict:
+        return labels
     return labels if isinstance(labels, Mapping) else {}
 
 

@@ -211,6 +211,11 @@ class WorkQueue(Generic[K]):
     def scheduled(self) -> frozenset[K]:
         return frozenset(self._timers)
 
+    def due_in(self, key: K) -> float | None:
+        """Seconds until ``key``'s scheduled reconcile (None: none is scheduled)."""
+        scheduled = self._timers.get(key)
+        return None if scheduled is None else scheduled[0] - asyncio.get_running_loop().time()
+
     def idle(self) -> bool:
         """Nothing waiting, nothing being processed (scheduled keys may still come)."""
         return not self._lane and not self._processing

@@ -136,6 +136,10 @@ log = logging.getLogger(__name__)
 _MAX_RECORDED_ERROR: Final = 4000
 REST_AFTER: Final = 1.0
 """Seconds of an idle queue after which the cache lets go of what it keeps unpacked."""
+COALESCE_PER_PLANNING_SECOND: Final = 4.0
+"""A coalesced key waits at least this many times its last pass's planning (observe, digest,
+plan): a pool of 1,000 members plans for tens of milliseconds, and woken by each member's
+change it would otherwise plan without pause; this way it takes at most a fifth of the worker."""
 
 
 @dataclass(frozen=True)
@@ -195,7 +199,8 @@ class WorkerDefinition:
     """Further inputs: each message is joined to a key and acked by that key's plan."""
     coalesce: Mapping[str, float] = field(default_factory=dict)
     """Kind → seconds: a key of that kind woken by an event waits up to that long, so that the
-    events of a burst (a pool's members) are served by one pass instead of one each."""
+    events of a burst (a pool's members) are served by one pass instead of one each; longer
+    when its passes plan long (:data:`COALESCE_PER_PLANNING_SECOND`)."""
     metrics: tuple[MetricSpec, ...] = ()
     """The metrics its planners record (``Record`` actions), besides the runtime's own."""
     follows: Mapping[str, Callable[[Json], bool]] = field(default_factory=dict)
@@ -264,6 +269,8 @@ class Worker:
         self._records: dict[ObjectKey, KeyRecord] = {}
         self._held: dict[ObjectKey, dict[str, Held]] = {}
         self._woken_by: dict[ObjectKey, dict[str, str]] = {}
+        self._planning: dict[ObjectKey, float] = {}
+        """Seconds the last pass of each coalesced key spent planning."""
         """The W3C headers of the last event that woke each key (only with a tracer)."""
         self._idle_since = 0.0
         self._rest_timer: asyncio.TimerHandle | None = None
@@ -389,6 +396,8 @@ class Worker:
                 self._woken_by[key] = headers
             window = self.definition.coalesce.get(key.kind)
             if window:
+                planning = self._planning.get(key, 0.0)
+                window = max(window, COALESCE_PER_PLANNING_SECOND * planning)
                 self.queue.add_soon(key, window, trigger=event.id)
             else:
                 self.queue.add(key, trigger=event.id)
@@ -568,6 +577,7 @@ class Worker:
                 plan = Plan(reason="the planner raised", error=f"planner bug: {error!r}")
                 execution = Execution()
             else:
+                self._note_planning(key, time.perf_counter() - started)
                 steps_tracer = self.tracer if span is not None else None
                 execution = await self._carry_out(key, reconciler, plan, given, now, steps_tracer)
             requeue_after, note = self._schedule(key, memory, plan, execution)
@@ -584,6 +594,14 @@ class Worker:
         result = "ok" if decision.error is None else "error"
         self.metrics.record(RECONCILES, {**labels, "result": result})
         return decision
+
+    def _note_planning(self, key: ObjectKey, seconds: float) -> None:
+        if key.kind not in self.definition.coalesce:
+            return
+        if key in self.cache:
+            self._planning[key] = seconds
+        else:
+            self._planning.pop(key, None)
 
     async def _carry_out(
         self,

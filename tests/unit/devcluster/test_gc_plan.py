@@ -11,6 +11,7 @@ from services.devcluster.gc import (
     ResourceInfo,
     StripOwnerReferences,
     graph_node,
+    owner_index,
     plan_gc,
 )
 
@@ -194,6 +195,25 @@ def test_owner_being_orphaned_still_protects_its_dependents() -> None:
     owner = obj(WIDGETS, "w", finalizers=["orphan"], deleting=True)
     pod = obj(PODS, "p", owners=[ref(owner)])
     assert not any(isinstance(a, DeleteObject) for a in plan_gc(graph(owner, pod), KINDS))
+
+
+def test_a_focused_pass_plans_for_its_nodes_alone_and_as_a_whole_pass_would() -> None:
+    # The shell plans for what changed and its neighbours; each node's writes are the same as
+    # a pass over the whole graph would make for it.
+    owner = obj(WIDGETS, "w", finalizers=["foregroundDeletion"], deleting=True)
+    blocking = obj(PODS, "blocking", owners=[ref(owner, block=True)])
+    orphan_a, orphan_b = (obj(PODS, n, owners=[ref(obj(WIDGETS, "gone"))]) for n in "ab")
+    whole = graph(owner, blocking, orphan_a, orphan_b)
+    everything = plan_gc(whole, KINDS)
+    assert len(everything) == 3
+    owned = owner_index(whole)
+    assert owned == {"uid-w": {"uid-blocking": None}, "uid-gone": {"uid-a": None, "uid-b": None}}
+    for uid in whole:
+        focused = plan_gc(whole, KINDS, [uid], owned)
+        assert focused == [a for a in everything if a.node.uid == uid], uid
+    assert plan_gc(whole, KINDS, ["uid-a", "uid-nowhere"], owned) == [
+        a for a in everything if a.node.uid == "uid-a"
+    ]
 
 
 def test_graph_node_reads_metadata() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -301,3 +302,45 @@ async def test_the_cache_rests_once_the_queue_stays_idle(monkeypatch: pytest.Mon
     w._rest_soon()
     await asyncio.sleep(0.2)
     assert w.cache.get(WIDGET) is not kept and w.cache.get(WIDGET) == kept
+
+
+@dataclass
+class SlowToPlan(PodPerWidget):
+    """Plans for ``seconds`` (a pool reading a thousand members)."""
+
+    seconds: float = 0.0
+
+    def observe(self, key: ObjectKey, observed: Observed) -> dict[str, Any]:
+        time.sleep(self.seconds)
+        return super().observe(key, observed)
+
+
+def coalescing(reconciler: PodPerWidget) -> Worker:
+    w = worker(reconciler, ScriptedApi(obj("Pod", "w")))
+    w.definition = dataclasses.replace(w.definition, coalesce={"Widget": 0.01})
+    w.cache.observe("added", obj("Pod", "w"))
+    return w
+
+
+async def test_a_coalesced_key_that_plans_long_waits_longer_for_its_next_pass() -> None:
+    quick, slow = coalescing(SlowToPlan()), coalescing(SlowToPlan(seconds=0.05))
+    for w in (quick, slow):
+        await w.reconcile(WIDGET)
+        w.take_event(observed_event("modified", obj("Pod", "w", rv="2"), time=NOW))
+    quick_wait, slow_wait = quick.queue.due_in(WIDGET), slow.queue.due_in(WIDGET)
+    assert quick_wait is not None and quick_wait <= 0.01, "a quick planner: the set window"
+    assert slow_wait is not None and slow_wait >= 4 * 0.05 - 0.01, "four times its planning"
+    for w in (quick, slow):
+        w.queue.shutdown()
+
+
+async def test_a_gone_key_forgets_how_long_it_planned() -> None:
+    w = coalescing(SlowToPlan(seconds=0.05))
+    await w.reconcile(WIDGET)
+    w.cache.observe("deleted", obj("Widget", "w"))
+    await w.reconcile(WIDGET)  # sees it gone
+    w.cache.observe("added", obj("Widget", "w", rv="3"))
+    w.take_event(observed_event("modified", obj("Pod", "w", rv="4"), time=NOW))
+    wait = w.queue.due_in(WIDGET)
+    assert wait is not None and wait <= 0.01
+    w.queue.shutdown()
