@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import Self
 
 import nats
+from nats.js.api import StorageType
 
 __all__ = ["NatsCluster", "NatsServer", "NatsServerError", "TlsFiles", "find_nats_server"]
 
@@ -369,13 +370,24 @@ class NatsCluster(_Started):
         return self
 
     def _wait_for_jetstream(self) -> None:
-        """Until the cluster has elected its JetStream meta leader (``/jsz`` would tell too;
-        a request answered by JetStream is what clients need)."""
+        """Until the cluster can place a stream on every node: a meta leader answering is not
+        enough, as a peer that has not joined the meta group yet refuses a stream of one
+        replica per node ("no suitable peers for placement"). A scratch stream of that many
+        replicas, made and deleted, is what clients will ask for."""
+        probe = f"SANDBUS_CLUSTER_PROBE_{os.getpid()}"
 
         async def ready() -> bool:
             connection = await nats.connect(self.url.split(","), connect_timeout=2)
+            js = connection.jetstream()
             try:
-                await connection.jetstream().account_info()
+                await js.account_info()
+                await js.add_stream(
+                    name=probe,
+                    subjects=[f"{probe}.>"],
+                    storage=StorageType.MEMORY,
+                    num_replicas=len(self.nodes),
+                )
+                await js.delete_stream(probe)
                 return True
             except Exception:
                 return False
