@@ -14,12 +14,14 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import prometheus_client
-from aiohttp import web
 
 from services.runtime.metrics import Metrics, SampledGauge
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 __all__ = [
     "READINESS",
@@ -87,6 +89,9 @@ async def sample(metrics: Metrics, within: float = SAMPLE_TIMEOUT) -> None:
 
 async def serve_metrics(metrics: Metrics, host: str, port: int) -> web.AppRunner:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` until the runner is cleaned up."""
+    # Imported here: a service without an endpoint (the default) does not carry aiohttp's
+    # server, 2 MiB of every process.
+    from aiohttp import web
 
     async def handle(request: web.Request) -> web.Response:
         await sample(metrics)  # the gauges read by I/O, as of this scrape

@@ -269,9 +269,9 @@ class Worker:
         self._records: dict[ObjectKey, KeyRecord] = {}
         self._held: dict[ObjectKey, dict[str, Held]] = {}
         self._woken_by: dict[ObjectKey, dict[str, str]] = {}
+        """The W3C headers of the last event that woke each key (only with a tracer)."""
         self._planning: dict[ObjectKey, float] = {}
         """Seconds the last pass of each coalesced key spent planning."""
-        """The W3C headers of the last event that woke each key (only with a tracer)."""
         self._idle_since = 0.0
         self._rest_timer: asyncio.TimerHandle | None = None
         self._executors: dict[type, Executor] = {

@@ -1,5 +1,6 @@
 """The services import kubernetes_asyncio's client without its generated API classes and
-models (services/runtime/kubeclient.py), and whoever wants those still gets them."""
+models (services/runtime/kubeclient.py), and whoever wants those still gets them; nor aiohttp's
+server, unless they serve a metrics endpoint."""
 
 from __future__ import annotations
 
@@ -89,3 +90,15 @@ async def test_an_api_client_asks_no_netrc_and_keeps_a_proxy(
     finally:
         await client.close()
     assert client.rest_client.pool_manager.closed
+
+
+def test_a_service_without_a_metrics_endpoint_does_not_load_the_http_server() -> None:
+    loaded = run(
+        """
+        import sys
+        import services.runtime.reconcile.serving, services.watcher.service
+        import services.sandbox.service, services.claim.service
+        print("aiohttp.web" in sys.modules)
+        """
+    )
+    assert loaded == "False", "aiohttp's server is loaded only to serve an endpoint"
