@@ -12,12 +12,14 @@ registers ``kubernetes_asyncio``,
 installed files without running their ``__init__``, so that a submodule imports as usual and
 costs only itself. Whoever asks one of those packages for a name its ``__init__`` defines
 (``client.CoreV1Api``, ``models.V1Pod``) gets the whole ``__init__`` run at that moment, so
-code that wants the full client still has it. A process that imported kubernetes_asyncio
-before is left as it is.
+code that wants the full client still has it. The ApiClient's import of dateutil's parser is
+put off until it parses something. A process that imported kubernetes_asyncio before is left as
+it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -25,7 +27,9 @@ import sys
 import types
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -59,9 +63,35 @@ def _register_lean_packages() -> None:
 
     client.Configuration = configuration.Configuration  # type: ignore[attr-defined]
     client.ApiException = exceptions.ApiException  # type: ignore[attr-defined]
-    from kubernetes_asyncio.client import api_client
+    with _dateutil_parser_on_first_use():
+        from kubernetes_asyncio.client import api_client
 
     client.ApiClient = api_client.ApiClient  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _dateutil_parser_on_first_use() -> Iterator[None]:
+    """The ApiClient imports dateutil's parser (1.6 MiB) to deserialize into models, which the
+    services never do: while it is imported, ``dateutil.parser`` is a stand-in whose ``parse``
+    imports the real one on its first call. The stand-in is gone once the ApiClient is in, so
+    whoever imports ``dateutil.parser`` later gets the real module."""
+    name = "dateutil.parser"
+    if name in sys.modules:
+        yield
+        return
+    stand_in = types.ModuleType(name)
+
+    def parse(*args: Any, **kwargs: Any) -> Any:
+        real: Any = importlib.import_module(name)
+        return real.parse(*args, **kwargs)
+
+    stand_in.parse = parse  # type: ignore[attr-defined]
+    sys.modules[name] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
 
 
 def _package(name: str, path: Path) -> types.ModuleType:

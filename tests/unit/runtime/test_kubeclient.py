@@ -102,3 +102,19 @@ def test_a_service_without_a_metrics_endpoint_does_not_load_the_http_server() ->
         """
     )
     assert loaded == "False", "aiohttp's server is loaded only to serve an endpoint"
+
+
+def test_dateutils_parser_loads_only_when_the_api_client_parses_a_date() -> None:
+    loaded = run(
+        """
+        import sys
+        import services.runtime.kubeclient
+        from kubernetes_asyncio.client import api_client
+        print("dateutil.parser._parser" in sys.modules)
+        when = api_client.parse("2026-03-01T12:00:00Z")  # what it deserializes dates with
+        print(when.isoformat(), "dateutil.parser._parser" in sys.modules)
+        import dateutil.parser
+        print(dateutil.parser.isoparse("2026-03-01").year)
+        """
+    )
+    assert loaded.split() == ["False", "2026-03-01T12:00:00+00:00", "True", "2026"], loaded
