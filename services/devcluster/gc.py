@@ -533,7 +533,10 @@ class GarbageCollector:
                     if current.resource_version == node.resource_version:
                         self._done.setdefault(node.uid, set()).add(marker)
                 elif outcome != "done":
-                    self._dirty.add(node.uid)  # planned again: on the retry, or its owner's event
+                    # Planned again, on the retry or with its owner's event: the node, and its
+                    # owners (a dependent's references are stripped in its orphaned owner's plan).
+                    self._dirty.add(node.uid)
+                    self._dirty.update(owner_uids(node))
                     failed = failed or outcome == "failed"
             await self._notify_progress()
             if failed:

@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 
 from services.devcluster import DevCluster, LatencyModel, SimulationSettings
+from services.devcluster.faults import FaultRule
 from services.devcluster.gc import GarbageCollector, GcConfig
 from tests.component.devcluster.rest import Json, create, watch_until
 
@@ -278,6 +279,25 @@ async def test_orphan_leaves_dependents_without_the_reference(
     assert "ownerReferences" not in lonely["metadata"]
     await gc.settle()
     assert await get(http, f"{configmaps()}/lonely") is not None
+
+
+async def test_a_refused_orphaning_write_is_made_again(
+    cluster: DevCluster, gc: GarbageCollector, http: aiohttp.ClientSession
+) -> None:
+    # The collector plans for what changed: a write it failed must come back on the retry,
+    # though the dependent's own plan has nothing to do (its owner is being orphaned).
+    owner = await configmap(http, "owner")
+    await configmap(http, "lonely", owners=[ref(owner)])
+    refused = cluster.faults.add(
+        FaultRule(
+            "error", verb="patch", name="lonely", field_manager=gc.config.field_manager, count=1
+        )
+    )
+    await delete(http, f"{configmaps()}/owner", policy="Orphan")
+    await watch_until(http, configmaps(), "owner", gone)
+    lonely = await get(http, f"{configmaps()}/lonely")
+    assert refused.fired == 1
+    assert lonely is not None and "ownerReferences" not in lonely["metadata"]
 
 
 # ----------------------------------------------------------------------------- switches
