@@ -71,7 +71,7 @@ def _register_lean_packages() -> None:
 
 @contextlib.contextmanager
 def _dateutil_parser_on_first_use() -> Iterator[None]:
-    """The ApiClient imports dateutil's parser (1.6 MiB) to deserialize into models, which the
+    """The ApiClient imports dateutil's parser (1.2 MiB) to deserialize into models, which the
     services never do: while it is imported, ``dateutil.parser`` is a stand-in whose ``parse``
     imports the real one on its first call. The stand-in is gone once the ApiClient is in, so
     whoever imports ``dateutil.parser`` later gets the real module."""
