@@ -281,6 +281,20 @@ class Stack:
         now = self.cpu()
         return {name: now[name] - before.get(name, 0.0) for name in now}
 
+    async def quiet(
+        self, *, cores: float = 0.1, interval: float = 0.5, limit: float = 60.0
+    ) -> float:
+        """Wait until the whole stack uses less than ``cores`` of CPU over ``interval`` seconds
+        (a worker started again has finished resyncing its keys), at most ``limit`` seconds;
+        the seconds waited."""
+        started = time.monotonic()
+        while time.monotonic() - started < limit:
+            before = self.cpu()
+            await asyncio.sleep(interval)
+            if sum(self.spent(before).values()) < cores * interval:
+                break
+        return time.monotonic() - started
+
     def memory(self, names: Iterable[str] | None = None) -> dict[str, float]:
         """Resident MiB of each process named (default: all)."""
         pids = self.pids()

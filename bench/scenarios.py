@@ -602,7 +602,9 @@ async def recovery(args: argparse.Namespace, write_latency_ms: float) -> Run:
         run.baseline["bare_process_import_s"] = bare
         restarts = []
         for name in args.workers:
-            progress(f"killing and restarting the {name} worker")
+            # Each restart alone: the one before has resynced its 10,000 keys by now.
+            waited = await stack.quiet()
+            progress(f"killing and restarting the {name} worker (stack quiet after {waited:.1f} s)")
             restarts.append(await worker_restart.restart(stack, http, name, args.limit))
     run.details["sandboxes_in_state_table"] = state
     # What must happen before each serves, besides starting a process: the sandbox and pool

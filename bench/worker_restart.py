@@ -287,9 +287,10 @@ async def main(args: argparse.Namespace) -> None:
         await asyncio.sleep(3.0)
         memory = stack.memory(name for name in services)
         baseline = await bare_start()
-        restarts = [
-            await restart(stack, http, worker, args.limit, round_=2) for worker in args.workers
-        ]
+        restarts = []
+        for worker in args.workers:
+            await stack.quiet()  # each restart alone, not beside the previous one's resync
+            restarts.append(await restart(stack, http, worker, args.limit, round_=2))
     rows = [
         ("objects in the state table (Sandboxes)", f"{state:,}"),
         ("a bare process: import the runtime and its clients (baseline)", f"{baseline:.2f} s"),
