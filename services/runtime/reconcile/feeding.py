@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 import nats.errors
 from nats.aio.msg import Msg
@@ -53,9 +54,11 @@ from services.runtime.cancellation import stop_tasks
 from services.runtime.consume import ConsumeStats, consume_events
 from services.runtime.streams import push_to_end
 
-__all__ = ["BusFeed", "durable_name", "replica_durable_name"]
+__all__ = ["BusFeed", "durable_name", "replica_durable_name", "until_nats_answers"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def durable_name(worker: str) -> str:
@@ -82,6 +85,7 @@ class BusFeed:
         batch: int = 256,
         ack_wait: float = 30.0,
         durable_check: float = 30.0,
+        retry_delay: float = 1.0,
     ) -> None:
         self.js = js
         self.worker = worker
@@ -97,6 +101,8 @@ class BusFeed:
         self.loaded = asyncio.Event()
         """Set once the state table has been read (the cache holds the world)."""
         self.durable_check = durable_check
+        self.retry_delay = retry_delay
+        """Seconds between two attempts to set the feed up while NATS is away."""
         self.stats = ConsumeStats()
 
     @property
@@ -106,8 +112,9 @@ class BusFeed:
     async def run(self, on_loaded: Callable[[], None] | None = None) -> None:
         """Load, then follow until cancelled; ``on_loaded`` runs after each state-table read."""
         while True:
-            await self._ensure_durable()
-            count = await self.load_state()
+            count = await until_nats_answers(
+                f"{self.worker}: setting up the feed", self._set_up, self.retry_delay
+            )
             log.info("%s: loaded %d objects from the state table", self.worker, count)
             self.loaded.set()
             if on_loaded is not None:
@@ -116,6 +123,10 @@ class BusFeed:
                 await self._follow()
             except _DurableLost as lost:
                 log.warning("%s: durable consumer lost (%s); reloading", self.worker, lost)
+
+    async def _set_up(self) -> int:
+        await self._ensure_durable()
+        return await self.load_state()
 
     # -- step 1 -----------------------------------------------------------------------------
 
@@ -238,3 +249,16 @@ class BusFeed:
 
 class _DurableLost(Exception):
     pass
+
+
+async def until_nats_answers(what: str, attempt: Callable[[], Awaitable[T]], delay: float) -> T:
+    """``attempt()``, made again every ``delay`` seconds while NATS does not answer (or its
+    JetStream is not back yet): the connection reconnects on its own, so an outage during a
+    worker's start or reload is waited out, as the follow step rides one out, instead of
+    ending the worker."""
+    while True:
+        try:
+            return await attempt()
+        except nats.errors.Error as error:
+            log.warning("%s: %r; again in %g s", what, error, delay)
+            await asyncio.sleep(delay)

@@ -114,7 +114,7 @@ from services.runtime.reconcile.expectations import (
     expect,
     settle,
 )
-from services.runtime.reconcile.feeding import BusFeed
+from services.runtime.reconcile.feeding import BusFeed, until_nats_answers
 from services.runtime.reconcile.memory import KeyRecord, MemoStore
 from services.runtime.reconcile.queueing import QueueShutDown, WorkQueue
 from services.runtime.reconcile.sources import Delivery, Held, Source, SourceMessage
@@ -319,7 +319,9 @@ class Worker:
     async def run(self) -> None:
         """Load the memory and the state table, then reconcile and follow the bus (and the
         further sources) until cancelled or one of them fails."""
-        self._records = await self.memos.load()
+        self._records = await until_nats_answers(
+            f"{self.definition.name}: loading the memos", self.memos.load, self.feed.retry_delay
+        )
         children: list[tuple[str, Any]] = [
             (f"{self.definition.name}-{i}", self._work()) for i in range(self.settings.concurrency)
         ]
