@@ -42,6 +42,12 @@ stay unpacked too (at most ``unpacked_limit``): a pass may read many objects tha
 pool's pass reads every member), and the next pass reads most of them again.
 :meth:`ObjectCache.rest` lets them go when the worker has nothing to do. The answers to our
 own writes are short-lived and stay as they came.
+
+Packing costs more than everything else a worker does with an object it loads from the state
+table (zlib is most of it), so the objects of that read are kept as the JSON they came in,
+*loose*, and packed later, a slice at a time, when the worker rests
+(:meth:`ObjectCache.pack_loose`): a restarted worker serves new work first, and holds the
+loaded objects' JSON, about five times their packed size, until then.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from events.codec import ObservedState
 from events.envelope import ObjectKey
 from events.types import strip_managed_fields
 
@@ -103,7 +110,11 @@ def key_of(obj: Mapping[str, Any], kind: str | None = None) -> ObjectKey:
 
 def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ownerReference with ``controller: true``, if any (there is at most one)."""
-    for ref in metadata_of(obj).get("ownerReferences") or ():
+    return _controller_in(metadata_of(obj).get("ownerReferences"))
+
+
+def _controller_in(references: Any) -> Mapping[str, Any] | None:
+    for ref in references if isinstance(references, list | tuple) else ():
         if isinstance(ref, Mapping) and ref.get("controller") is True:
             return ref
     return None
@@ -138,7 +149,9 @@ class _Packer:
         self._dictionaries: dict[str, bytes] = {}
 
     def pack(self, kind: str, obj: Json) -> bytes:
-        raw = _encode(obj)
+        return self.pack_json(kind, _encode(obj))
+
+    def pack_json(self, kind: str, raw: bytes) -> bytes:
         compressor = zlib.compressobj(1, zdict=self._dictionaries.setdefault(kind, raw))
         return compressor.compress(raw) + compressor.flush()
 
@@ -179,7 +192,9 @@ class ObjectCache:
         self._written_ttl = written_ttl
         self._clock = clock
         self._observed: dict[ObjectKey, tuple[str, bytes]] = {}
-        """Each object's resourceVersion, and the object packed."""
+        """Each object's resourceVersion, and the object packed (or its JSON, when loose)."""
+        self._loose: set[ObjectKey] = set()
+        """The keys whose object is held as its JSON, not packed yet."""
         self._packer = _Packer()
         self._unpacked: dict[ObjectKey, tuple[bytes, Json]] = {}
         """Objects read lately, with the packed form they came from (oldest first)."""
@@ -225,7 +240,7 @@ class ObjectCache:
         unpacked = self._unpacked.get(key)
         if unpacked is not None and unpacked[0] is held[1]:
             return unpacked[1]
-        obj = self._packer.unpack(key.kind, held[1])
+        obj = _decode(held[1]) if key in self._loose else self._packer.unpack(key.kind, held[1])
         if keep:
             if len(self._unpacked) >= self._unpacked_limit:
                 del self._unpacked[next(iter(self._unpacked))]
@@ -297,29 +312,85 @@ class ObjectCache:
 
     def observe(self, change: Change, obj: Json, *, kind: str | None = None) -> bool:
         """Apply one observed change; False when it was older than what is held and ignored."""
-        key = key_of(obj, kind)
-        version = _resource_version(obj)
+        return self._observe(
+            key_of(obj, kind),
+            change,
+            _resource_version(obj),
+            _uid(obj),
+            obj,
+            labels_of(obj),
+            controller_of(obj),
+        )
+
+    def observe_state(self, state: ObservedState, change: Change | None = None) -> bool:
+        """:meth:`observe` for an object as the state table's read hands it over, still JSON
+        (``change`` overrides the state's own). It is kept as that JSON, loose, until
+        :meth:`pack_loose`: a worker loading thousands of objects serves sooner when it
+        packs them once it has nothing else to do."""
+        kind, namespace, name = state.key
+        labels = state.labels
+        return self._observe(
+            ObjectKey(sys.intern(kind), sys.intern(namespace), name),
+            change or state.change,
+            state.resource_version,
+            state.uid,
+            state.object_json,
+            labels if isinstance(labels, Mapping) else {},
+            _controller_in(state.owner_references),
+        )
+
+    def _observe(
+        self,
+        key: ObjectKey,
+        change: Change,
+        version: str,
+        uid: str,
+        held: Json | bytes,
+        labels: Mapping[str, Any],
+        controller: Mapping[str, Any] | None,
+    ) -> bool:
+        """``held``: the object, to pack, or its JSON, to keep loose."""
         current = self._observed.get(key)
         if current is not None:
             order = compare_resource_versions(version, current[0])
             if order is not None and order < 0:
                 return False
         self._unpacked.pop(key, None)
+        self._loose.discard(key)
         if change == "deleted":
             self._observed.pop(key, None)
+        elif isinstance(held, bytes):
+            self._observed[key] = (version, held)
+            self._loose.add(key)
         else:
-            self._observed[key] = (version, self._packer.pack(key.kind, obj))
+            self._observed[key] = (version, self._packer.pack(key.kind, held))
         written = self._written.get(key)
-        if written is not None and self._supersedes(change, obj, written):
+        if written is not None and self._supersedes(change, uid, version, written):
             del self._written[key]
-        self._reindex(key, None if change == "deleted" or key in self._written else obj)
+        if change == "deleted" or key in self._written:
+            self._reindex(key)
+        else:
+            self._index(key, labels, controller)
         return True
 
+    @property
+    def loose(self) -> int:
+        """How many objects are held as their JSON, not packed yet."""
+        return len(self._loose)
+
+    def pack_loose(self, limit: int) -> bool:
+        """Pack up to ``limit`` of the objects kept loose; True while some are left."""
+        for _ in range(min(limit, len(self._loose))):
+            key = self._loose.pop()
+            version, raw = self._observed[key]
+            self._observed[key] = (version, self._packer.pack_json(key.kind, raw))
+        return bool(self._loose)
+
     @staticmethod
-    def _supersedes(change: Change, obj: Json, written: _Written) -> bool:
-        if change == "deleted" and _uid(obj) == written.uid:
+    def _supersedes(change: Change, uid: str, version: str, written: _Written) -> bool:
+        if change == "deleted" and uid == written.uid:
             return True  # a deletion is final for that incarnation, whatever we wrote before
-        order = compare_resource_versions(_resource_version(obj), written.resource_version)
+        order = compare_resource_versions(version, written.resource_version)
         return order is not None and order >= 0
 
     # -- our writes -------------------------------------------------------------------------
@@ -368,22 +439,29 @@ class ObjectCache:
 
     def _reindex(self, key: ObjectKey, current: Json | None = None) -> None:
         """Index ``key`` anew; ``current`` is its object when the caller has it at hand."""
+        obj = current if current is not None else self._current(key)
+        if obj is None:
+            self._unindex(key)
+        else:
+            self._index(key, labels_of(obj), controller_of(obj))
+
+    def _unindex(self, key: ObjectKey) -> None:
         for index, value in self._index_entries.pop(key, ()):
             index[value].discard(key)
             if not index[value]:
                 del index[value]
-        obj = current if current is not None else self._current(key)
-        if obj is None:
-            return
+
+    def _index(
+        self, key: ObjectKey, labels: Mapping[str, Any], controller: Mapping[str, Any] | None
+    ) -> None:
+        self._unindex(key)
         entries: list[tuple[dict[Any, set[ObjectKey]], Any]] = [(self._by_kind, key.kind)]
-        labels = labels_of(obj)
         for label in self._label_indexes.get(key.kind, ()):
             value = labels.get(label)
             if isinstance(value, str):
                 entries.append((self._by_label, (key.kind, key.namespace, label, value)))
-        owner = controller_of(obj)
-        if owner is not None and owner.get("uid"):
-            entries.append((self._by_owner, (key.kind, str(owner["uid"]))))
+        if controller is not None and controller.get("uid"):
+            entries.append((self._by_owner, (key.kind, str(controller["uid"]))))
         for index, value in entries:
             index[value].add(key)
         self._index_entries[key] = entries

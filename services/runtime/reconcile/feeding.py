@@ -10,12 +10,13 @@ never lists Kubernetes; it reads the bus:
    was down is skipped.
 2. **Then the state table.** A read to the end with ``DeliverPolicy.LAST_PER_SUBJECT`` over
    ``sandbus.state.<kind>.>`` (:func:`services.runtime.streams.push_to_end`) delivers the
-   latest event of every object, which fills the cache. Because the durable existed before
-   this read began, a change is either already in the state table when it is read or
-   delivered by the durable afterwards; the margin covers
-   a watcher that appends to the event log before it updates the state table. Changes
-   delivered twice this way are harmless: the cache ignores a state older than the one it
-   holds, and reconciles are idempotent.
+   latest event of every object, which fills the cache (each decoded with its object left as
+   JSON, :func:`events.codec.decode_observed`, and handed to ``load``). Because the durable
+   existed before this read began, a change is either already in the state table when it is
+   read or delivered by the durable afterwards; the margin covers a watcher that appends to
+   the event log before it updates the state table. Changes delivered twice this way are
+   harmless: the cache ignores a state older than the one it holds, and reconciles are
+   idempotent.
 3. **Then follow the durable** with the shared consumer of :mod:`services.runtime.consume`:
    each event is handed to the worker (which updates the cache and enqueues the keys it
    wakes) and only then acked. A message that is not a valid event, or sits on another
@@ -46,11 +47,11 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from events.codec import EventDecodeError, UnknownEventType, decode_event
+from events.codec import EventDecodeError, ObservedState, UnknownEventType, decode_observed
 from events.subjects import encode_token, event_filter, state_filter
 from events.types import Event, ObjectAdded, ObjectDeleted, ObjectEvent, ObjectModified
 from services.runtime.bus import BusConfig, dead_letter
-from services.runtime.cancellation import stop_tasks
+from services.runtime.cancellation import stop_tasks, supervise
 from services.runtime.consume import ConsumeStats, consume_events
 from services.runtime.streams import push_to_end
 
@@ -70,8 +71,9 @@ def replica_durable_name(worker: str, identity: str) -> str:
 
 
 class BusFeed:
-    """Reads the state table, then follows the event log; hands each object event to
-    ``deliver``. ``deliver`` runs synchronously before the message is acked."""
+    """Reads the state table, handing each object's latest state to ``load``, then follows the
+    event log, handing each object event to ``deliver``. ``deliver`` runs synchronously before
+    the message is acked."""
 
     def __init__(
         self,
@@ -80,6 +82,7 @@ class BusFeed:
         worker: str,
         kinds: Sequence[str],
         deliver: Callable[[ObjectEvent], None],
+        load: Callable[[ObservedState], None],
         bus: BusConfig | None = None,
         start_margin: float = 10.0,
         batch: int = 256,
@@ -91,6 +94,7 @@ class BusFeed:
         self.worker = worker
         self.kinds = tuple(kinds)
         self.deliver = deliver
+        self.load = load
         self.bus = bus or BusConfig()
         self.start_margin = start_margin
         self.batch = batch
@@ -163,23 +167,31 @@ class BusFeed:
     # -- step 2 -----------------------------------------------------------------------------
 
     async def load_state(self) -> int:
-        """Deliver the latest event of every object of our kinds; returns how many."""
-        delivered = 0
+        """Load the latest event of every object of our kinds; returns how many.
+
+        One read per kind, all at once: nats-server serves a consumer of one filter subject far
+        more cheaply than one of several (10,000 Sandboxes under the sandbox worker's four
+        filters: about 0.5 s of the server's CPU, against 0.05 s under the Sandboxes' filter
+        alone), and the reads' round trips overlap."""
+        loaded = 0
 
         async def take(msg: Msg) -> None:
-            nonlocal delivered
+            nonlocal loaded
             if await self._take(msg):
-                delivered += 1
+                loaded += 1
 
-        await push_to_end(
-            self.js,
-            self.bus.state_stream,
-            [state_filter(kind) for kind in self.kinds],
-            take,
-            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-            name_prefix=f"{self.durable}-state",
-        )
-        return delivered
+        async def read(kind: str) -> None:
+            await push_to_end(
+                self.js,
+                self.bus.state_stream,
+                [state_filter(kind)],
+                take,
+                deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+                name_prefix=f"{self.durable}-state",
+            )
+
+        await supervise((f"{self.durable}-state-{kind}", read(kind)) for kind in self.kinds)
+        return loaded
 
     # -- step 3 -----------------------------------------------------------------------------
 
@@ -225,10 +237,10 @@ class BusFeed:
                 log.debug("%s: checking the durable: %r", self.durable, error)
 
     async def _take(self, msg: Msg) -> bool:
-        """Decode and deliver one state-table message; garbage is dead-lettered (the state
+        """Decode and load one state-table message; garbage is dead-lettered (the state
         table is read once, without acks, so there is nothing to retry)."""
         try:
-            event = decode_event(msg.data)
+            state = decode_observed(msg.data)
         except UnknownEventType as error:
             log.info("%s: skipping %s on %s", self.worker, error.event_type, msg.subject)
             return False
@@ -241,9 +253,9 @@ class BusFeed:
             except Exception:
                 log.exception("%s: could not dead-letter a message on %s", self.worker, msg.subject)
             return False
-        if not isinstance(event, ObjectAdded | ObjectModified | ObjectDeleted):
-            return False
-        self.deliver(event)
+        if state is None:
+            return False  # a valid event, but no object's state
+        self.load(state)
         return True
 
 

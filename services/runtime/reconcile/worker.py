@@ -59,6 +59,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -70,6 +72,7 @@ import msgspec
 from nats.js import JetStreamContext
 from opentelemetry.trace import Status, StatusCode, Tracer
 
+from events.codec import ObservedState
 from events.envelope import ObjectRef
 from events.ids import inputs_digest
 from events.types import (
@@ -135,7 +138,10 @@ log = logging.getLogger(__name__)
 
 _MAX_RECORDED_ERROR: Final = 4000
 REST_AFTER: Final = 1.0
-"""Seconds of an idle queue after which the cache lets go of what it keeps unpacked."""
+"""Seconds of an idle queue after which the cache lets go of what it keeps unpacked, and packs
+what it keeps loose."""
+PACK_SLICE: Final = 500
+"""Objects packed at a time while resting: about 10 ms of the loop."""
 COALESCE_PER_PLANNING_SECOND: Final = 4.0
 """A coalesced key waits at least this many times its last pass's planning (observe, digest,
 plan): a pool of 1,000 members plans for tens of milliseconds, and woken by each member's
@@ -286,6 +292,7 @@ class Worker:
             worker=self.definition.name,
             kinds=self.definition.watched_kinds,
             deliver=self.take_event,
+            load=self.take_state,
             bus=self.bus,
             start_margin=self.settings.start_margin,
             batch=self.settings.fetch_batch,
@@ -363,6 +370,8 @@ class Worker:
         for key in self._records:
             if key.kind in self._reconcilers:
                 self.queue.add(key, background=True)
+        if self.queue.idle():
+            self._rest_soon()  # nothing to reconcile: the objects loaded are packed all the same
 
     def take_event(self, event: ObjectEvent) -> None:
         """One change from the bus: into the cache, then wake the keys it concerns."""
@@ -403,6 +412,17 @@ class Worker:
                 self.queue.add_soon(key, window, trigger=event.id)
             else:
                 self.queue.add(key, trigger=event.id)
+
+    def take_state(self, state: ObservedState) -> None:
+        """One object of a read of the state table: into the cache, kept as the JSON it came
+        in. Nothing wakes: once the read is complete every key is reconciled
+        (:meth:`_enqueue_everything`), never from a partial view."""
+        follows = self.definition.follows.get(state.key.kind)
+        if follows is not None and state.change != "deleted" and not follows(state.object()):
+            if self.cache.observed(state.key) is not None:
+                self.cache.observe_state(state, "deleted")  # it left what this worker follows
+            return
+        self.cache.observe_state(state)
 
     def _own_echo(self, key: ObjectKey, writer: ObjectKey | None) -> bool:
         # The echo of our own write is nothing new for the key that wrote it: it planned with
@@ -522,8 +542,20 @@ class Worker:
         waited = loop.time() - self._idle_since
         if waited >= REST_AFTER:
             self.cache.rest()
+            self._pack_loose()
         else:
             self._rest_timer = loop.call_later(REST_AFTER - waited, self._rest_if_still_idle)
+
+    def _pack_loose(self) -> None:
+        # What the state table's read left loose is packed a slice at a time while the queue
+        # stays idle, so that work arriving meanwhile waits for one slice at most; when work
+        # comes first, the next rest goes on with it.
+        if not self.queue.idle():
+            return
+        if self.cache.pack_loose(PACK_SLICE):
+            asyncio.get_running_loop().call_soon(self._pack_loose)
+        else:
+            _give_back_freed_memory()
 
     # -- one key ----------------------------------------------------------------------------
 
@@ -801,6 +833,21 @@ def _trace_headers_of(event: ObjectEvent) -> dict[str, str] | None:
     if isinstance(event.tracestate, str) and event.tracestate:
         headers["tracestate"] = event.tracestate
     return headers
+
+
+def _give_back_freed_memory() -> None:
+    """Return the C heap's free memory to the system (glibc's ``malloc_trim``; nothing where
+    the C library has none). A worker at rest has just let go of what it kept unpacked or
+    loose, and glibc keeps freed blocks of that size for itself: measured, a restarted sandbox
+    worker with 10,000 Sandboxes held 4 MiB more without this."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    return getattr(ctypes.CDLL(None), "malloc_trim", None)
 
 
 def decision_inputs(given: Observed, reads: Mapping[ObjectKey, Json | None]) -> DecisionInputs:

@@ -94,6 +94,7 @@ async def test_a_feed_set_up_while_nats_is_away_loads_once_it_is_back(
         worker="sandbox",
         kinds=["Sandbox"],
         deliver=lambda event: delivered.append(event.name),
+        load=lambda state: delivered.append(state.key.name),
         bus=BUS,
         retry_delay=0.1,
     )

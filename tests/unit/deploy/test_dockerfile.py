@@ -107,6 +107,12 @@ def test_everything_pip_needs_to_build_the_project_is_copied() -> None:
     assert {"pyproject.toml", project["project"]["readme"], *packages} <= copied
 
 
+def test_the_installed_modules_are_compiled_so_a_start_does_not_compile_them() -> None:
+    (install,) = [a for keyword, a in final_stage() if keyword == "RUN" and "pip install" in a]
+    assert "--compile" in install.split()
+    assert "--no-compile" not in install.split()
+
+
 def test_it_runs_the_sandbus_command_as_a_numeric_non_root_user() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     (user,) = [arguments for keyword, arguments in final_stage() if keyword == "USER"]

@@ -11,8 +11,10 @@ import pytest
 
 from events.codec import (
     EventDecodeError,
+    ObservedState,
     UnknownEventType,
     decode_event,
+    decode_observed,
     encode_event,
     nats_subject,
     state_table_subject,
@@ -224,18 +226,25 @@ OBSERVED_CASES: list[tuple[str, Mutation, str, str]] = [
 ]
 
 
+DECODERS: dict[str, Callable[[str], object]] = {
+    "decode_event": decode_event,
+    "decode_observed": decode_observed,
+}
+
+
+@pytest.mark.parametrize("decode", list(DECODERS.values()), ids=list(DECODERS))
 @pytest.mark.parametrize(
     ("mutate", "attribute", "problem"),
     [case[1:] for case in OBSERVED_CASES],
     ids=[case[0] for case in OBSERVED_CASES],
 )
 def test_malformed_observed_events_are_rejected_precisely(
-    mutate: Mutation, attribute: str, problem: str
+    mutate: Mutation, attribute: str, problem: str, decode: Callable[[str], object]
 ) -> None:
     payload = wire_of(observed_event("added", sandbox(), time=NOW, traceparent=TRACEPARENT))
     mutate(payload)
     with pytest.raises(EventDecodeError) as caught:
-        decode_event(json.dumps(payload))
+        decode(json.dumps(payload))
     assert caught.value.attribute == attribute
     assert problem in caught.value.problem
     assert f"attribute `{attribute}`" in str(caught.value)
@@ -295,18 +304,64 @@ def test_a_warm_entry_whose_id_does_not_match_its_data_is_rejected() -> None:
         (b'"io.sandbus.object.added.v1"', "must be a JSON object"),
     ],
 )
-def test_payloads_that_are_not_json_objects_are_rejected(payload: bytes, problem: str) -> None:
+@pytest.mark.parametrize("decode", list(DECODERS.values()), ids=list(DECODERS))
+def test_payloads_that_are_not_json_objects_are_rejected(
+    payload: bytes, problem: str, decode: Callable[[bytes], object]
+) -> None:
     with pytest.raises(EventDecodeError) as caught:
-        decode_event(payload)
+        decode(payload)
     assert caught.value.attribute is None
     assert problem in str(caught.value)
 
 
-def test_an_unknown_type_is_distinguishable_from_garbage() -> None:
+@pytest.mark.parametrize("decode", list(DECODERS.values()), ids=list(DECODERS))
+def test_an_unknown_type_is_distinguishable_from_garbage(decode: Callable[[str], object]) -> None:
     payload = wire_of(observed_event("added", sandbox(), time=NOW))
     payload["type"] = "io.sandbus.object.added.v2"
     with pytest.raises(UnknownEventType) as caught:
-        decode_event(json.dumps(payload))
+        decode(json.dumps(payload))
     assert caught.value.event_type == "io.sandbus.object.added.v2"
     assert caught.value.attribute == "type"
     assert "io.sandbus.object.added.v1" in str(caught.value), "lists the known types"
+
+
+# --- the state table's bulk reads --------------------------------------------------------
+
+
+@pytest.mark.parametrize("change", ["added", "modified", "deleted"])
+def test_an_observed_state_is_the_event_with_its_object_still_json(change: str) -> None:
+    obj = sandbox()
+    obj["metadata"]["labels"] = {"app": "agent"}
+    obj["metadata"]["ownerReferences"] = [{"uid": "pool-uid", "controller": True}]
+    event = observed_event(change, obj, time=NOW)  # type: ignore[arg-type]
+    state = decode_observed(encode_event(event))
+    assert isinstance(state, ObservedState)
+    assert state.change == change
+    assert tuple(state.key) == ("Sandbox", obj["metadata"]["namespace"], obj["metadata"]["name"])
+    assert (state.uid, state.resource_version) == (
+        obj["metadata"]["uid"],
+        obj["metadata"]["resourceVersion"],
+    )
+    assert state.labels == {"app": "agent"}
+    assert state.owner_references == [{"uid": "pool-uid", "controller": True}]
+    assert json.loads(state.object_json) == event.data.object
+
+
+def test_an_observed_state_of_a_cluster_scoped_object_has_no_namespace() -> None:
+    obj = sandbox()
+    del obj["metadata"]["namespace"]
+    obj["kind"] = "Node"
+    state = decode_observed(encode_event(observed_event("added", obj, time=NOW)))
+    assert state is not None
+    assert state.key.namespace == ""
+    assert state.labels is None and state.owner_references is None
+
+
+def test_other_events_are_no_observed_state_and_bad_ones_still_fail() -> None:
+    assert decode_observed(encode_event(a_decision())) is None
+    assert decode_observed(encode_event(a_warm_entry())) is None
+    payload = wire_of(a_decision())
+    payload["id"] = "claim:whatever"
+    with pytest.raises(EventDecodeError) as caught:
+        decode_observed(json.dumps(payload))
+    assert caught.value.attribute == "id"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
-from services.runtime.cache import ObjectCache, ObjectKey, compare_resource_versions
+from events.codec import ObservedState
+from services.runtime.cache import Change, ObjectCache, ObjectKey, compare_resource_versions, key_of
 
 POD = ObjectKey("Pod", "default", "p")
 
@@ -28,6 +31,35 @@ def pod(
     return {"kind": "Pod", "metadata": metadata}
 
 
+Observe = Callable[[ObjectCache, Change, dict[str, Any]], bool]
+
+
+def observe_decoded(cache: ObjectCache, change: Change, obj: dict[str, Any]) -> bool:
+    return cache.observe(change, obj)
+
+
+def observe_json(cache: ObjectCache, change: Change, obj: dict[str, Any]) -> bool:
+    """The same change as the state table's read hands it over: the object still JSON."""
+    metadata = obj["metadata"]
+    return cache.observe_state(
+        ObservedState(
+            change,
+            key_of(obj),
+            metadata.get("uid", ""),
+            metadata["resourceVersion"],
+            metadata.get("labels"),
+            metadata.get("ownerReferences"),
+            msgspec.json.encode(obj),
+        )
+    )
+
+
+@pytest.fixture(params=[observe_decoded, observe_json], ids=["decoded", "json"])
+def observe(request: pytest.FixtureRequest) -> Observe:
+    """Every test of what the bus shows holds for both ways an object comes in."""
+    return request.param  # type: ignore[no-any-return]
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -46,55 +78,55 @@ def test_resource_versions_are_ordered_only_when_both_are_integers(
     assert compare_resource_versions(a, b) == expected
 
 
-def test_the_bus_view_follows_changes_and_ignores_older_states() -> None:
+def test_the_bus_view_follows_changes_and_ignores_older_states(observe: Observe) -> None:
     cache = ObjectCache()
-    assert cache.observe("added", pod("5"))
-    assert cache.observe("modified", pod("7"))
-    assert not cache.observe("modified", pod("6")), "an older state replayed after a restart"
+    assert observe(cache, "added", pod("5"))
+    assert observe(cache, "modified", pod("7"))
+    assert not observe(cache, "modified", pod("6")), "an older state replayed after a restart"
     assert cache.get(POD)["metadata"]["resourceVersion"] == "7"  # type: ignore[index]
-    assert not cache.observe("deleted", pod("6"))
+    assert not observe(cache, "deleted", pod("6"))
     assert cache.get(POD) is not None
-    assert cache.observe("deleted", pod("8"))
+    assert observe(cache, "deleted", pod("8"))
     assert cache.get(POD) is None and len(cache) == 0
 
 
-def test_our_write_outranks_the_bus_until_the_bus_catches_up() -> None:
+def test_our_write_outranks_the_bus_until_the_bus_catches_up(observe: Observe) -> None:
     cache = ObjectCache()
-    cache.observe("added", pod("5"))
+    observe(cache, "added", pod("5"))
     cache.remember(pod("9", labels={"written": "yes"}))
-    cache.observe("modified", pod("7"))
+    observe(cache, "modified", pod("7"))
     assert cache.get(POD)["metadata"]["labels"] == {"written": "yes"}  # type: ignore[index]
-    cache.observe("modified", pod("9", labels={"written": "yes"}))
-    cache.observe("modified", pod("11"))
+    observe(cache, "modified", pod("9", labels={"written": "yes"}))
+    observe(cache, "modified", pod("11"))
     assert cache.get(POD)["metadata"]["resourceVersion"] == "11"  # type: ignore[index]
 
 
-def test_a_delete_we_made_hides_the_object_until_the_bus_agrees() -> None:
+def test_a_delete_we_made_hides_the_object_until_the_bus_agrees(observe: Observe) -> None:
     cache = ObjectCache()
-    cache.observe("added", pod("5"))
+    observe(cache, "added", pod("5"))
     cache.remember_gone(POD)
     assert cache.get(POD) is None and POD not in cache
-    cache.observe("modified", pod("4"))
+    observe(cache, "modified", pod("4"))
     assert cache.get(POD) is None
-    cache.observe("deleted", pod("5"))
+    observe(cache, "deleted", pod("5"))
     assert cache.get(POD) is None
-    cache.observe("added", pod("12", uid="u2"))
+    observe(cache, "added", pod("12", uid="u2"))
     assert cache.get(POD)["metadata"]["uid"] == "u2"  # type: ignore[index]
 
 
-def test_a_new_incarnation_after_our_delete_replaces_the_tombstone() -> None:
+def test_a_new_incarnation_after_our_delete_replaces_the_tombstone(observe: Observe) -> None:
     cache = ObjectCache()
-    cache.observe("added", pod("5"))
+    observe(cache, "added", pod("5"))
     cache.remember_gone(POD)
-    cache.observe("added", pod("8", uid="u2"))
+    observe(cache, "added", pod("8", uid="u2"))
     assert cache.get(POD)["metadata"]["uid"] == "u2"  # type: ignore[index]
 
 
-def test_opaque_versions_wait_for_the_exact_echo_or_the_deadline() -> None:
+def test_opaque_versions_wait_for_the_exact_echo_or_the_deadline(observe: Observe) -> None:
     clock = Clock()
     cache = ObjectCache(written_ttl=30, clock=clock)
     cache.remember(pod("b-2", labels={"ours": "1"}))
-    cache.observe("modified", pod("a-1"))
+    observe(cache, "modified", pod("a-1"))
     assert cache.get(POD)["metadata"]["labels"] == {"ours": "1"}  # type: ignore[index]
     clock.now = 31
     assert cache.expire() == [POD]
@@ -111,9 +143,9 @@ def test_an_unwatched_object_found_by_a_read_is_forgotten_after_the_deadline() -
     assert POD not in cache and cache.keys("Pod") == []
 
 
-def test_indexes_by_label_and_by_controller_follow_the_effective_object() -> None:
+def test_indexes_by_label_and_by_controller_follow_the_effective_object(observe: Observe) -> None:
     cache = ObjectCache(label_indexes=[("Pod", "hash")])
-    cache.observe("added", pod("5", labels={"hash": "h1"}, owner="s1"))
+    observe(cache, "added", pod("5", labels={"hash": "h1"}, owner="s1"))
     assert [p["metadata"]["name"] for p in cache.by_label("Pod", "default", "hash", "h1")] == ["p"]
     assert cache.owned_by("Pod", "s1") and not cache.owned_by("Pod", "s2")
     cache.remember(pod("6", labels={"hash": "h2"}, owner="s2"))
@@ -123,11 +155,11 @@ def test_indexes_by_label_and_by_controller_follow_the_effective_object() -> Non
     assert cache.by_label("Pod", "other", "hash", "h2") == []
     with pytest.raises(KeyError):
         cache.by_label("Pod", "default", "unindexed", "x")
-    cache.observe("deleted", pod("9", labels={"hash": "h2"}))
+    observe(cache, "deleted", pod("9", labels={"hash": "h2"}))
     assert cache.by_label("Pod", "default", "hash", "h2") == [] and cache.keys("Pod") == []
 
 
-def test_objects_come_back_as_they_went_in_whatever_their_kind_shares() -> None:
+def test_objects_come_back_as_they_went_in_whatever_their_kind_shares(observe: Observe) -> None:
     """Objects are kept packed against the first object of their kind: every later object,
     however unlike the first, reads back exactly."""
     cache = ObjectCache()
@@ -138,8 +170,8 @@ def test_objects_come_back_as_they_went_in_whatever_their_kind_shares() -> None:
         "spec": {"containers": [{"name": "ünïcode", "args": ["x" * 5000]}]},
         "status": {"phase": None, "podIPs": [], "ready": True, "restarts": 3.5},
     }
-    cache.observe("added", first)
-    cache.observe("added", unlike)
+    observe(cache, "added", first)
+    observe(cache, "added", unlike)
     q = ObjectKey("Pod", "other", "q")
     assert cache.get(POD) == first and cache.get(q) == unlike
     assert cache.observed(q) == unlike and q in cache
@@ -151,17 +183,19 @@ def member(name: str, rv: str) -> dict[str, Any]:
     return obj
 
 
-def test_objects_read_through_an_index_stay_unpacked_until_the_worker_rests() -> None:
+def test_objects_read_through_an_index_stay_unpacked_until_the_worker_rests(
+    observe: Observe,
+) -> None:
     cache = ObjectCache(label_indexes=[("Pod", "pool")], unpacked_limit=2)
-    cache.observe("added", member("a", "1"))
+    observe(cache, "added", member("a", "1"))
     [read] = cache.by_label("Pod", "default", "pool", "p")
     assert cache.by_label("Pod", "default", "pool", "p")[0] is read, "not unpacked again"
     assert cache.get(ObjectKey("Pod", "default", "a")) is read
-    cache.observe("modified", member("a", "2"))
+    observe(cache, "modified", member("a", "2"))
     [newer] = cache.by_label("Pod", "default", "pool", "p")
     assert newer["metadata"]["resourceVersion"] == "2", "a change is never served stale"
-    cache.observe("added", member("b", "3"))
-    cache.observe("added", member("c", "4"))
+    observe(cache, "added", member("b", "3"))
+    observe(cache, "added", member("c", "4"))
     first = cache.by_label("Pod", "default", "pool", "p")
     assert [o["metadata"]["name"] for o in first] == ["a", "b", "c"]
     assert cache.by_label("Pod", "default", "pool", "p")[0] is not first[0], "two are kept"
@@ -170,5 +204,47 @@ def test_objects_read_through_an_index_stay_unpacked_until_the_worker_rests() ->
     again = cache.by_label("Pod", "default", "pool", "p")
     assert again == kept and again[-1] is not kept[-1]
     single = ObjectKey("Pod", "default", "q")
-    cache.observe("added", {**pod("5"), "metadata": {**pod("5")["metadata"], "name": "q"}})
+    observe(cache, "added", {**pod("5"), "metadata": {**pod("5")["metadata"], "name": "q"}})
     assert cache.get(single) is not cache.get(single), "a single read keeps nothing"
+
+
+def test_an_object_that_left_through_the_state_table_is_gone_from_its_indexes() -> None:
+    cache = ObjectCache(label_indexes=[("Pod", "hash")])
+    observe_json(cache, "added", pod("5", labels={"hash": "h1"}, owner="s1"))
+    observe_json(cache, "deleted", pod("6", labels={"hash": "h1"}, owner="s1"))
+    assert (
+        cache.by_label("Pod", "default", "hash", "h1") == [] and cache.owned_by("Pod", "s1") == []
+    )
+    assert POD not in cache
+
+
+def test_labels_and_owners_that_are_not_what_kubernetes_sends_index_nothing() -> None:
+    cache = ObjectCache(label_indexes=[("Pod", "hash")])
+    odd = pod("5")
+    odd["metadata"]["labels"] = ["hash"]
+    odd["metadata"]["ownerReferences"] = {"uid": "s1", "controller": True}
+    observe_json(cache, "added", odd)
+    assert cache.get(POD) == odd and cache.owned_by("Pod", "s1") == []
+
+
+def test_objects_loaded_loose_read_back_the_same_before_and_after_they_are_packed() -> None:
+    cache = ObjectCache(label_indexes=[("Pod", "pool")])
+    for name in ("a", "b", "c"):
+        observe_json(cache, "added", member(name, "1"))
+    before = [cache.get(ObjectKey("Pod", "default", name)) for name in ("a", "b", "c")]
+    assert cache.loose == 3
+    assert cache.pack_loose(2) and cache.loose == 1, "some are left for the next slice"
+    assert not cache.pack_loose(2) and cache.loose == 0
+    after = [cache.get(ObjectKey("Pod", "default", name)) for name in ("a", "b", "c")]
+    assert after == before == [member(name, "1") for name in ("a", "b", "c")]
+    assert len(cache.by_label("Pod", "default", "pool", "p")) == 3
+
+
+def test_a_change_of_a_loose_object_replaces_it() -> None:
+    cache = ObjectCache()
+    observe_json(cache, "added", pod("5"))
+    cache.observe("modified", pod("6", labels={"new": "yes"}))
+    assert cache.loose == 0 and cache.get(POD) == pod("6", labels={"new": "yes"})
+    observe_json(cache, "modified", pod("7"))
+    observe_json(cache, "deleted", pod("8"))
+    assert cache.loose == 0 and cache.get(POD) is None

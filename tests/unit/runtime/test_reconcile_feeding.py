@@ -7,6 +7,12 @@ from services.runtime.reconcile.feeding import BusFeed, durable_name
 
 
 def test_the_feed_follows_the_event_subjects_of_its_kinds() -> None:
-    feed = BusFeed(None, worker="sandbox", kinds=("Sandbox", "Pod"), deliver=lambda e: None)  # type: ignore[arg-type]
+    feed = BusFeed(
+        None,  # type: ignore[arg-type]
+        worker="sandbox",
+        kinds=("Sandbox", "Pod"),
+        deliver=lambda event: None,
+        load=lambda state: None,
+    )
     assert feed.event_filters == ["sandbus.events.sandbox.*.*", "sandbus.events.pod.*.*"]
     assert feed.durable == durable_name("sandbox") == "sandbox-worker"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from nats.js.api import PubAck
 
-from events.codec import decode_event
+from events.codec import ObservedState, decode_event, decode_observed, encode_event
 from events.types import DecisionMade, Outcome, observed_event
 from services.history.rerun import rerun
 from services.runtime.cache import ObjectKey
@@ -224,6 +224,34 @@ async def test_objects_a_worker_does_not_follow_are_not_cached_and_wake_nothing(
     assert w.cache.get(POD) is None, "it left what the worker follows"
 
 
+def state_of(change: str, body: dict[str, Any]) -> ObservedState:
+    """``body`` as the state table's read hands it to the worker."""
+    state = decode_observed(encode_event(observed_event(change, body, time=NOW)))  # type: ignore[arg-type]
+    assert state is not None
+    return state
+
+
+async def test_the_state_table_loads_what_the_worker_follows_and_wakes_nothing() -> None:
+    """The state table's read hands the worker objects still as JSON: the same filter applies,
+    nothing wakes (the load wakes every key once complete), and a followed Pod that the table
+    shows no longer followed (a reload) leaves the cache."""
+    w = worker(PodPerWidget(), ScriptedApi())
+    w.definition = dataclasses.replace(
+        w.definition, follows={"Pod": lambda pod: "ours" in (pod["metadata"].get("labels") or {})}
+    )
+
+    w.take_state(state_of("added", obj("Pod", "w", rv="7")))
+    assert w.cache.get(POD) is None
+    ours = obj("Pod", "w", rv="8")
+    ours["metadata"]["labels"] = {"ours": "yes"}
+    w.take_state(state_of("modified", ours))
+    assert w.cache.get(POD) == ours and len(w.queue) == 0
+    w.take_state(state_of("modified", obj("Pod", "w", rv="9")))
+    assert w.cache.get(POD) is None, "it left what the worker follows"
+    w.take_state(state_of("added", obj("Widget", "w2", rv="3")))
+    assert w.cache.get(ObjectKey("Widget", "ns", "w2")) is not None and len(w.queue) == 0
+
+
 async def test_workers_drain_the_queue() -> None:
     w = worker(PodPerWidget(), ScriptedApi())
     task = asyncio.create_task(w._work())
@@ -302,6 +330,31 @@ async def test_the_cache_rests_once_the_queue_stays_idle(monkeypatch: pytest.Mon
     w._rest_soon()
     await asyncio.sleep(0.2)
     assert w.cache.get(WIDGET) is not kept and w.cache.get(WIDGET) == kept
+
+
+async def test_what_the_state_table_loaded_is_packed_once_the_worker_rests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Objects of the state table's read are kept as JSON until the worker has nothing to do,
+    then packed a slice at a time, and the C heap trimmed; a key that comes due meanwhile
+    stops the packing, and the next rest goes on with it."""
+    monkeypatch.setattr(worker_module, "REST_AFTER", 0.05)
+    monkeypatch.setattr(worker_module, "PACK_SLICE", 2)
+    trims: list[int] = []
+    monkeypatch.setattr(worker_module, "_malloc_trim", lambda: trims.append)
+    w = worker(PodPerWidget(), ScriptedApi())
+    for index in range(5):
+        pod = obj("Pod", f"p{index}", rv=str(10 + index))
+        w.take_state(state_of("added", pod))
+    assert w.cache.loose == 5
+    w._rest_soon()
+    await asyncio.sleep(0.1)
+    assert w.cache.loose == 0
+    assert trims == [0], "the memory freed is given back to the system once, when all is packed"
+    w.take_state(state_of("added", obj("Pod", "q")))
+    w.queue.add(WIDGET)
+    w._rest_if_still_idle()
+    assert w.cache.loose == 1, "not while a key is due"
 
 
 @dataclass
