@@ -527,8 +527,9 @@ class Worker:
                     self._rest_soon()
 
     def _rest_soon(self) -> None:
-        """Let the cache drop what it keeps unpacked once the queue has stayed idle for
-        :data:`REST_AFTER` (a pool woken again in 50 ms rereads its members)."""
+        """Let the cache drop what it keeps unpacked, and pack what it keeps loose, once the
+        queue has stayed idle for :data:`REST_AFTER` (a pool woken again in 50 ms rereads its
+        members)."""
         loop = asyncio.get_running_loop()
         self._idle_since = loop.time()
         if self._rest_timer is None:

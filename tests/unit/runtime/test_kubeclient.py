@@ -4,11 +4,13 @@ server, unless they serve a metrics endpoint."""
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from kubernetes_asyncio.client import rest
 
 from services.runtime.kubeclient import Configuration, environment_proxy, new_api_client
 
@@ -90,6 +92,27 @@ async def test_an_api_client_asks_no_netrc_and_keeps_a_proxy(
     finally:
         await client.close()
     assert client.rest_client.pool_manager.closed
+
+
+async def _tls_context_of(host: str) -> ssl.SSLContext:
+    configuration = Configuration()
+    configuration.host = host
+    client = new_api_client(configuration)
+    context: ssl.SSLContext = client.rest_client.pool_manager.connector._ssl
+    await client.close()
+    return context
+
+
+async def test_a_plain_http_api_server_costs_no_ca_store_and_https_keeps_it() -> None:
+    """The development cluster speaks plain HTTP: its client's TLS context, never used, loads
+    no CA at all (so it could verify nothing); an https host keeps kubernetes_asyncio's."""
+    plain = await _tls_context_of("http://127.0.0.1:8080")
+    assert plain.cert_store_stats()["x509_ca"] == 0
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname
+    assert rest.ssl is ssl, "the client's module is given back its ssl"
+    secure = await _tls_context_of("https://api.example:6443")
+    system = ssl.create_default_context()
+    assert secure.cert_store_stats() == system.cert_store_stats()
 
 
 def test_a_service_without_a_metrics_endpoint_does_not_load_the_http_server() -> None:
