@@ -12,9 +12,9 @@ registers ``kubernetes_asyncio``,
 installed files without running their ``__init__``, so that a submodule imports as usual and
 costs only itself. Whoever asks one of those packages for a name its ``__init__`` defines
 (``client.CoreV1Api``, ``models.V1Pod``) gets the whole ``__init__`` run at that moment, so
-code that wants the full client still has it. The ApiClient's import of dateutil's parser is
-put off until it parses something. A process that imported kubernetes_asyncio before is left as
-it is.
+code that wants the full client still has it. Two of their imports, dateutil's parser and
+urllib3, are put off until they are used. A process that imported kubernetes_asyncio before is
+left as it is.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import sys
 import types
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,33 +60,49 @@ def _register_lean_packages() -> None:
     models = _package(f"{_PACKAGE}.client.models", root / "client" / "models")
     top.client, client.models = client, models  # type: ignore[attr-defined]
     # What kubernetes_asyncio.config and the ApiClient import from the client package.
-    from kubernetes_asyncio.client import configuration, exceptions
+    with _on_first_use("urllib3"):
+        from kubernetes_asyncio.client import configuration, exceptions
 
     client.Configuration = configuration.Configuration  # type: ignore[attr-defined]
     client.ApiException = exceptions.ApiException  # type: ignore[attr-defined]
-    with _dateutil_parser_on_first_use():
+    with _on_first_use("dateutil.parser", functions=("parse",)):
         from kubernetes_asyncio.client import api_client
 
     client.ApiClient = api_client.ApiClient  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager
-def _dateutil_parser_on_first_use() -> Iterator[None]:
-    """The ApiClient imports dateutil's parser (1.2 MiB) to deserialize into models, which the
-    services never do: while it is imported, ``dateutil.parser`` is a stand-in whose ``parse``
-    imports the real one on its first call. The stand-in is gone once the ApiClient is in, so
-    whoever imports ``dateutil.parser`` later gets the real module."""
-    name = "dateutil.parser"
+def _on_first_use(name: str, functions: tuple[str, ...] = ()) -> Iterator[None]:
+    """While kubernetes_asyncio imports a module the services never make it use, ``name`` is a
+    stand-in: the module's ``functions`` (what ``from name import f`` takes at once) import
+    the real module when called, anything else when it is first asked for. The stand-in is
+    gone once the import is done, so whoever imports ``name`` later gets the real module. (The
+    ApiClient imports dateutil's parser, 1.2 MiB, to deserialize into models; the
+    Configuration imports urllib3, 1.2 MiB, for basic auth tokens.)"""
     if name in sys.modules:
         yield
         return
     stand_in = types.ModuleType(name)
 
-    def parse(*args: Any, **kwargs: Any) -> Any:
-        real: Any = importlib.import_module(name)
-        return real.parse(*args, **kwargs)
+    def real() -> Any:
+        if sys.modules.get(name) is stand_in:
+            raise ImportError(f"{name} is asked for while it is put off")
+        return importlib.import_module(name)
 
-    stand_in.parse = parse  # type: ignore[attr-defined]
+    def __getattr__(attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(real(), attribute)
+
+    def put_off(function: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return getattr(real(), function)(*args, **kwargs)
+
+        return call
+
+    stand_in.__getattr__ = __getattr__  # type: ignore[method-assign]
+    for function in functions:
+        setattr(stand_in, function, put_off(function))
     sys.modules[name] = stand_in
     try:
         yield

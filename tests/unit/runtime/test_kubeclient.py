@@ -141,3 +141,20 @@ def test_dateutils_parser_loads_only_when_the_api_client_parses_a_date() -> None
         """
     )
     assert loaded.split() == ["False", "2026-03-01T12:00:00+00:00", "True", "2026"], loaded
+
+
+def test_urllib3_loads_only_when_the_configuration_makes_a_basic_auth_token() -> None:
+    loaded = run(
+        """
+        import sys
+        import services.runtime.kubeclient
+        from kubernetes_asyncio.client.configuration import Configuration
+        print("urllib3" in sys.modules)
+        configuration = Configuration()
+        configuration.username, configuration.password = "ada", "secret"
+        print(configuration.get_basic_auth_token(), "urllib3" in sys.modules)
+        import urllib3
+        print(urllib3.util.make_headers(basic_auth="a:b")["authorization"])
+        """
+    )
+    assert loaded.split() == ["False", "Basic", "YWRhOnNlY3JldA==", "True", "Basic", "YTpi"]
