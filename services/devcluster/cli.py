@@ -109,6 +109,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(args: argparse.Namespace) -> int:
     from services.devcluster.cluster import DevCluster
     from services.devcluster.faults import LatencyModel
+    from services.gc_tuning import tune_for_serving
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     latency = (
@@ -128,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         simulation=simulation_settings(args),
     )
+    tune_for_serving()
     return asyncio.run(_serve(cluster, args.kubeconfig))
 
 

@@ -200,6 +200,7 @@ class ObjectCache:
         """Objects read lately, with the packed form they came from (oldest first)."""
         self._unpacked_limit = unpacked_limit
         self._written: dict[ObjectKey, _Written] = {}
+        """Our writes the bus has not shown yet, in the order they expire (see :meth:`_hold`)."""
         self._by_kind: dict[str, set[ObjectKey]] = defaultdict(set)
         self._by_label: dict[tuple[str, str, str, str], set[ObjectKey]] = defaultdict(set)
         self._by_owner: dict[tuple[str, str], set[ObjectKey]] = defaultdict(set)
@@ -405,27 +406,34 @@ class ObjectCache:
         object whichever way it came, and a re-run from the event log rebuilds it exactly."""
         obj = strip_managed_fields(obj)
         key = key_of(obj, kind)
-        self._written[key] = _Written(
-            obj,
-            _uid(obj),
-            _resource_version(obj),
-            self._clock() + self._written_ttl,
-            writer,
-        )
+        self._hold(key, _Written(obj, _uid(obj), _resource_version(obj), self._expiry(), writer))
         self._reindex(key, obj)
 
     def remember_gone(self, key: ObjectKey) -> None:
         """Hold "this object is gone", as a delete or a NotFound told us."""
         last = self.get(key)
-        self._written[key] = _Written(
-            None, _uid(last), _resource_version(last), self._clock() + self._written_ttl
-        )
+        self._hold(key, _Written(None, _uid(last), _resource_version(last), self._expiry()))
         self._reindex(key)
+
+    def _expiry(self) -> float:
+        return self._clock() + self._written_ttl
+
+    def _hold(self, key: ObjectKey, written: _Written) -> None:
+        # Every entry lives the same ttl on a clock that does not go back, so appending keeps
+        # the dict in the order the entries expire (a rewrite moves to the end; assigning to a
+        # key in place would keep its old position) and expire() stops at the first that has
+        # time left: a pass does not walk every write in flight.
+        self._written.pop(key, None)
+        self._written[key] = written
 
     def expire(self) -> list[ObjectKey]:
         """Drop written entries whose time ran out; returns their keys."""
         now = self._clock()
-        expired = [key for key, written in self._written.items() if written.expires <= now]
+        expired: list[ObjectKey] = []
+        for key, written in self._written.items():
+            if written.expires > now:
+                break
+            expired.append(key)
         for key in expired:
             del self._written[key]
             self._reindex(key)

@@ -28,6 +28,7 @@ import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
+from services.gc_tuning import tune_for_serving
 from services.runtime.settings import Settings, add_connection_args
 
 if TYPE_CHECKING:
@@ -159,6 +160,7 @@ def event_loop_factory(value: str | None) -> Callable[[], asyncio.AbstractEventL
 def run_service(name: str, settings: Settings) -> int:
     serve = load_service(name)
     configure_logging()
+    tune_for_serving()
     loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV))
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         return runner.run(serve_until_signalled(serve(settings)))

@@ -248,3 +248,21 @@ def test_a_change_of_a_loose_object_replaces_it() -> None:
     observe_json(cache, "modified", pod("7"))
     observe_json(cache, "deleted", pod("8"))
     assert cache.loose == 0 and cache.get(POD) is None
+
+
+def test_a_rewritten_object_is_held_from_its_latest_write() -> None:
+    clock = Clock()
+    cache = ObjectCache(written_ttl=10, clock=clock)
+    cache.remember(pod("3", labels={"first": "1"}))
+    clock.now = 1
+    other = pod("3", uid="u2")
+    other["metadata"]["name"] = "q"
+    cache.remember(other)
+    clock.now = 8
+    cache.remember(pod("4", labels={"again": "1"}))  # p again, after q
+    clock.now = 12
+    assert cache.expire() == [ObjectKey("Pod", "default", "q")], "p was written again at 8"
+    assert cache.get(POD)["metadata"]["labels"] == {"again": "1"}  # type: ignore[index]
+    clock.now = 18
+    assert cache.expire() == [POD]
+    assert len(cache) == 0
