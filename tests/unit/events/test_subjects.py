@@ -82,6 +82,7 @@ def test_ordinary_names_stay_readable() -> None:
 def test_characters_that_nats_forbids_are_escaped() -> None:
     assert encode_token("a*b>c d\te") == "a=2Ab=3Ec=20d=09e"
     assert encode_token("under_score=eq") == "under=5Fscore=3Deq"
+    assert encode_token("a.b_c") == "a_b=5Fc", "a dot beside an escaped character"
     assert encode_token("") == "="
     assert encode_token("ü") == "=C3=BC"
 
