@@ -19,7 +19,10 @@ wakes are coalesced like a SandboxWarmPool's: a pass reads every Pod and sandbox
 
 Following upstream's watches (spec/agent-sandbox.md §4.1): a pool's change wakes it; a
 Sandbox's change wakes the pool that controls it, the pool whose label it carries (an orphan
-it may adopt) and the Sandbox's own member key; a template's change wakes every pool in its
+it may adopt) and, when the Sandbox is adoptable before or after the change, its own member key
+(its queue entry goes in when it becomes adoptable and out when it stops being; the changes of a
+member on its way to Ready, or of one a claim holds, are nothing to its entry, and a restart
+reconciles every key that holds an entry); a template's change wakes every pool in its
 namespace that references it; a Pod's change wakes the pool of the Sandbox that controls it
 (the Unschedulable hold reads it). Sandboxes are indexed by the pool label, pools by template.
 A pool's wakes are coalesced over :data:`POOL_COALESCE`: each pass reads every member.
@@ -47,7 +50,13 @@ from api.opensandbox import GROUP as OPENSANDBOX_GROUP
 from api.opensandbox import POOL_REF_AUTO_ASSIGN
 from events.subjects import WARM_SUBJECTS
 from services.pool.core.depths import warm_queue_depths
-from services.pool.core.members import MemberMemo, MemberObservation, observe_member, plan_member
+from services.pool.core.members import (
+    MemberMemo,
+    MemberObservation,
+    adoptable_pool,
+    observe_member,
+    plan_member,
+)
 from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings, observe_pool
 from services.pool.core.opensandbox.ledger import PoolLedger
 from services.pool.core.opensandbox.observation import (
@@ -162,7 +171,8 @@ def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
             if ref == key.name:
                 yield key_of(pool, "SandboxWarmPool")
     elif kind == "Sandbox":
-        yield key
+        if adoptable_pool(obj) is not None:
+            yield key  # the runtime asks again with the state before the change
         owner = _controlling_pool(obj, key.namespace)
         if owner is not None:
             yield owner

@@ -7,7 +7,7 @@ import asyncio
 import copy
 from typing import Any
 
-from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
+from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, LABEL_WARM_POOL_SANDBOX, name_hash
 from services.pool.worker import POOL_COALESCE, wakes
 from services.runtime.cache import Json, ObjectCache, ObjectKey
 from tests.unit.pool.fakes import PoolRig
@@ -73,30 +73,51 @@ def test_a_pool_wakes_itself() -> None:
     assert woken("SandboxWarmPool", pool()) == [POOL]
 
 
-def test_a_sandbox_its_pool_controls_wakes_the_pool_and_its_member_key() -> None:
-    """Upstream TestWarmPoolSandboxEventHandler_ObservesOwnedEvents (owned events reach the
-    pool), and the member key that keeps the warm queue."""
+def adoptable(body: Json) -> Json:
+    """``body`` Ready and carrying the template-ref hash too: a member a claim may adopt."""
+    body = copy.deepcopy(body)
+    body["metadata"]["labels"][LABEL_SANDBOX_TEMPLATE_REF_HASH] = name_hash("tpl")
+    body["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    return body
+
+
+def test_a_sandbox_its_pool_controls_wakes_the_pool() -> None:
+    """Upstream TestWarmPoolSandboxEventHandler_ObservesOwnedEvents: owned events reach the
+    pool."""
     owned = sandbox(POOL_OWNER, label=name_hash("pool"))
-    assert woken("Sandbox", owned, pool()) == [MEMBER, POOL], "once each"
-    assert woken("Sandbox", sandbox(POOL_OWNER)) == [MEMBER, POOL], "by the owner, even unlisted"
+    assert woken("Sandbox", owned, pool()) == [POOL], "once"
+    assert woken("Sandbox", sandbox(POOL_OWNER)) == [POOL], "by the owner, even unlisted"
 
 
-def test_unowned_and_foreign_sandboxes_wake_no_pool() -> None:
+def test_an_adoptable_member_wakes_its_member_key_too() -> None:
+    """The member key keeps the warm queue: it wakes while the member is adoptable (the runtime
+    asks with the state before a change as well, so the change that ends it wakes it too). A
+    member on its way to Ready, or one a claim holds, has nothing for its queue entry."""
+    member = adoptable(sandbox(POOL_OWNER, label=name_hash("pool")))
+    assert woken("Sandbox", member, pool()) == [MEMBER, POOL]
+    starting = copy.deepcopy(member)
+    starting["status"]["conditions"][0]["status"] = "False"
+    assert MEMBER not in woken("Sandbox", starting, pool())
+    going = copy.deepcopy(member)
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert MEMBER not in woken("Sandbox", going, pool()), "being deleted: not adoptable"
+
+
+def test_unowned_and_foreign_sandboxes_wake_nothing() -> None:
     """Upstream TestWarmPoolSandboxEventHandler_ObservesOwnedEvents: unowned and foreign
-    (another controller's, a claim's after adoption: the pool's label removed) are ignored.
-    Only the Sandbox's own member key wakes, whose planner finds it not adoptable."""
-    assert woken("Sandbox", sandbox(), pool()) == [MEMBER]
-    assert woken("Sandbox", sandbox(CLAIM_OWNER), pool()) == [MEMBER]
+    (another controller's, a claim's after adoption: the pool's label removed) are ignored."""
+    assert woken("Sandbox", sandbox(), pool()) == []
+    assert woken("Sandbox", adoptable(sandbox(CLAIM_OWNER, label="x")), pool()) == []
     other = dict(POOL_OWNER, kind="ReplicaSet")
-    assert woken("Sandbox", sandbox(other), pool()) == [MEMBER]
-    assert woken("Sandbox", sandbox(label=name_hash("no-such-pool")), pool()) == [MEMBER]
+    assert woken("Sandbox", sandbox(other), pool()) == []
+    assert woken("Sandbox", sandbox(label=name_hash("no-such-pool")), pool()) == []
 
 
 def test_an_orphan_carrying_a_pools_label_wakes_that_pool() -> None:
     """Upstream adopts orphans it lists by its label: the orphan's change wakes the pool whose
     name hashes to the label value (and no other pool)."""
     orphan = sandbox(label=name_hash("pool"))
-    assert woken("Sandbox", orphan, pool(), named_pool("b", "tpl")) == [MEMBER, POOL]
+    assert woken("Sandbox", orphan, pool(), named_pool("b", "tpl")) == [POOL]
     foreign_labelled = sandbox(CLAIM_OWNER, label=name_hash("pool"))
     assert POOL in woken("Sandbox", foreign_labelled, pool()), "the pool decides to ignore it"
 
@@ -163,7 +184,7 @@ async def test_owned_events_settle_the_pools_expectations() -> None:
     await woken_keys(rig)
 
     rig.show(made[0])
-    assert await woken_keys(rig) == {POOL, made_keys[0]}, "the event woke the pool"
+    assert await woken_keys(rig) == {POOL}, "the event woke the pool (the member is not Ready)"
     pending = rig.worker.observed(POOL, NOW).expectations
     assert pending is not None and pending.pending_names("Sandbox") == {made[1]["metadata"]["name"]}
     rig.show(made[1])
