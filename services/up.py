@@ -46,6 +46,7 @@ from typing import TypeVar
 
 import nats
 
+from services.gc_tuning import tune_for_serving
 from services.runtime.bus import REPLICAS_ENV, BusConfig, ensure_bus
 from services.runtime.connection import server_urls
 from services.runtime.endpoint import READINESS
@@ -214,6 +215,7 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     services = args.only or sorted(SERVICES)
     if args.nats and args.nats_cluster > 1:
         parser.error("--nats-cluster runs an embedded NATS: it does not go with --nats")
+    tune_for_serving()  # every service in this one process, as each on its own would be
     try:
         return asyncio.run(
             up(

@@ -445,7 +445,7 @@ def _queue(run: _Pass) -> WarmQueue:
 
 
 def _verdict(run: _Pass, offer: Offer) -> str:
-    """``adopt``, ``wait`` (no pod IP yet), ``read`` (the cache lags the entry), ``keep``
+    """``adopt``, ``wait`` (no pod IP), ``read`` (the cache lags the entry), ``keep``
     (under Recreate without the template it cannot be checked: given back) or ``drop``."""
     sandbox = offer.sandbox
     if sandbox is None:
@@ -467,7 +467,13 @@ def _verdict(run: _Pass, offer: Offer) -> str:
         if is_stale(sandbox, template, orphan=False):
             return "drop"
     if not networked(sandbox):
-        return "wait"
+        # The pool queued it Ready at the entry's version: a cache older than that lags the
+        # bus (the member's pod IP is on its way here), and no change of that member wakes
+        # this claim, so it is read. At the entry's version or later, it lost its pod IP.
+        order = compare_resource_versions(
+            str(meta.get("resourceVersion") or ""), offer.resource_version
+        )
+        return "read" if order is not None and order < 0 else "wait"
     return "adopt"
 
 

@@ -142,6 +142,11 @@ REST_AFTER: Final = 1.0
 what it keeps loose."""
 PACK_SLICE: Final = 500
 """Objects packed at a time while resting: about 10 ms of the loop."""
+ECHO_COALESCE: Final = 0.05
+"""Seconds at most a coalesced key waits when woken by the echo of its own write: a pool that
+creates a batch waits for the batch to show on the bus (its expectations), and the rest of the
+batch follows within milliseconds, so a longer window would only slow a fill down, step by
+step of its slow start."""
 COALESCE_PER_PLANNING_SECOND: Final = 4.0
 """A coalesced key waits at least this many times its last pass's planning (observe, digest,
 plan): a pool of 1,000 members plans for tens of milliseconds, and woken by each member's
@@ -206,7 +211,8 @@ class WorkerDefinition:
     coalesce: Mapping[str, float] = field(default_factory=dict)
     """Kind → seconds: a key of that kind woken by an event waits up to that long, so that the
     events of a burst (a pool's members) are served by one pass instead of one each; longer
-    when its passes plan long (:data:`COALESCE_PER_PLANNING_SECOND`)."""
+    when its passes plan long (:data:`COALESCE_PER_PLANNING_SECOND`), shorter when the event
+    echoes the key's own write (:data:`ECHO_COALESCE`)."""
     metrics: tuple[MetricSpec, ...] = ()
     """The metrics its planners record (``Record`` actions), besides the runtime's own."""
     follows: Mapping[str, Callable[[Json], bool]] = field(default_factory=dict)
@@ -407,6 +413,8 @@ class Worker:
                 self._woken_by[key] = headers
             window = self.definition.coalesce.get(key.kind)
             if window:
+                if writer == key:
+                    window = min(window, ECHO_COALESCE)
                 planning = self._planning.get(key, 0.0)
                 window = max(window, COALESCE_PER_PLANNING_SECOND * planning)
                 self.queue.add_soon(key, window, trigger=event.id)

@@ -1023,6 +1023,19 @@ def test_offered_sandbox_without_pod_ip_is_held_within_the_grace() -> None:
     assert plan.requeue_after is not None and 0 < plan.requeue_after <= 0.5
 
 
+def test_offered_sandbox_the_cache_shows_older_than_its_entry_is_read_not_waited_for() -> None:
+    """The pool queued the member Ready at a version the claim worker's cache has not caught
+    up with (there it has no pod IP yet): the claim reads it instead of waiting out the grace,
+    since no change of that member would wake the claim."""
+    queued = member("lagging-sb")
+    queued["metadata"]["resourceVersion"] = "7"
+    lagging = member("lagging-sb", ready=False, ips=())
+    lagging["metadata"]["resourceVersion"] = "5"
+    plan = plan_of(claim(created=NOW), pool(), template(), lagging, offers=[entry(queued)])
+    assert [a.target for a in actions_of(plan, Refresh)] == [ObjectKey("Sandbox", NS, "lagging-sb")]
+    assert released(plan) == [] and sandbox_patches(plan) == [] and not takes(plan)
+
+
 def test_offered_sandbox_without_pod_ip_is_given_back_after_the_grace() -> None:
     """Mirrors TestSandboxClaimSandboxAdoption (falls through to cold creation after grace
     expires when warm candidates lack PodIPs) and TestSandboxClaimWarmCandidateGrace (pending

@@ -387,6 +387,30 @@ async def test_a_coalesced_key_that_plans_long_waits_longer_for_its_next_pass() 
         w.queue.shutdown()
 
 
+async def test_a_coalesced_key_woken_by_its_own_write_waits_only_for_the_rest_of_it() -> None:
+    """A pool waits for the batch it created to show on the bus: the echo of its own write
+    wakes it within :data:`ECHO_COALESCE`, whatever its window; another writer's change waits
+    the window (adoptions by claims, gathered into one pass)."""
+    reconciler = PodPerWidget()
+    reconciler.expects = True  # type: ignore[attr-defined]
+    w = worker(reconciler, ScriptedApi())
+    w.definition = dataclasses.replace(w.definition, coalesce={"Widget": 10.0})
+    await w.reconcile(WIDGET)
+    await drain(w)
+    written = w.cache.get(POD)
+    assert written is not None
+    w.take_event(observed_event("added", written, time=NOW))
+    echo_wait = w.queue.due_in(WIDGET)
+    assert echo_wait is not None and echo_wait <= worker_module.ECHO_COALESCE
+    await asyncio.sleep(worker_module.ECHO_COALESCE + 0.02)
+    await drain(w)
+    changed = {**written, "metadata": {**written["metadata"], "resourceVersion": "999"}}
+    w.take_event(observed_event("modified", changed, time=NOW))
+    other_wait = w.queue.due_in(WIDGET)
+    assert other_wait is not None and other_wait > 9.0, "someone else's change: the window"
+    w.queue.shutdown()
+
+
 async def test_a_gone_key_forgets_how_long_it_planned() -> None:
     w = coalescing(SlowToPlan(seconds=0.05))
     await w.reconcile(WIDGET)
