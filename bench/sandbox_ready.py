@@ -3,7 +3,7 @@ Ready on the same development cluster in the same run.
 
 Run on purpose (it is not a test)::
 
-    .venv/bin/python bench/sandbox_ready.py [--count 100] [--concurrency 10] [--pod-ready-delay 0.2]
+    .venv/bin/python bench/sandbox_ready.py [--count 100] [--rounds 3] [--concurrency 10]
 
 Setup, as in production but on one machine: an embedded nats-server, ``sandbus devcluster`` (its
 simulated kubelet readies a started Pod after ``--pod-ready-delay`` seconds) and ``sandbus run
@@ -17,6 +17,11 @@ and follows one watch, so its own work is small beside what it measures.
   publishes the Sandbox to the event log; the sandbox worker plans and creates its Pod; the
   kubelet starts it; the watcher publishes the Pod's change; the worker writes the Sandbox's
   Ready condition. The difference from the baseline is sandbus's own cost per Sandbox.
+
+The two paths take turns for ``--rounds`` rounds, each round with objects of its own, and each
+round's ratio is its Sandboxes' wall time over its bare Pods': the machine's speed drifts over
+seconds, so a ratio of two paths measured side by side is steadier than one of two paths far
+apart; the median ratio is the figure.
 
 One object of each kind is made Ready first (not counted), so that every process is up, elected
 and subscribed before the clock runs. The CPU seconds each process spent during each path are
@@ -99,6 +104,7 @@ def cpu_seconds(pid: int) -> float:
 @dataclass
 class Timing:
     label: str
+    round: int
     latencies: list[float]
     wall: float
     cpu: dict[str, float]
@@ -263,7 +269,7 @@ async def main(args: argparse.Namespace) -> None:
                     "--pod-ready-delay",
                     str(args.pod_ready_delay),
                     "--nodes",  # room for every Pod of both paths, 110 a node
-                    str(math.ceil((2 * args.count + 2) / 110)),
+                    str(math.ceil((2 * args.count * args.rounds + 2) / 110)),
                 ],
                 workdir / "devcluster.log",
             )
@@ -289,15 +295,18 @@ async def main(args: argparse.Namespace) -> None:
                 # them starts during a measurement.
                 for _, prefix, collection, make in paths:
                     await to_ready(http, collection, make, [f"{prefix}-warmup"], 1, 120)
-                for label, prefix, collection, make in paths:
-                    names = [f"{prefix}-{index}" for index in range(args.count)]
-                    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                    latencies, wall = await to_ready(
-                        http, collection, make, names, args.concurrency, args.limit
-                    )
-                    cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
-                    timings.append(Timing(label, latencies, wall, cpu))
-                    progress(f"{label}: {len(names)} Ready in {wall:.2f} s")
+                # The paths take turns, round after round: the machine's speed drifts over
+                # seconds, and each round's ratio compares two paths measured side by side.
+                for round_ in range(1, args.rounds + 1):
+                    for label, prefix, collection, make in paths:
+                        names = [f"{prefix}-r{round_}-{index}" for index in range(args.count)]
+                        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                        latencies, wall = await to_ready(
+                            http, collection, make, names, args.concurrency, args.limit
+                        )
+                        cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+                        timings.append(Timing(label, round_, latencies, wall, cpu))
+                        progress(f"round {round_}, {label}: {len(names)} Ready in {wall:.2f} s")
             await asyncio.sleep(1.0)  # the last decisions and their objects reach the log
             connection = await nats.connect(natsd.url)
             figures = await decision_figures(connection.jetstream(), "sandbox-")
@@ -310,28 +319,42 @@ async def main(args: argparse.Namespace) -> None:
         else:
             progress(f"logs kept in {workdir}")
 
-    baseline = timings[0]
+    baselines = {timing.round: timing for timing in timings if timing.label == paths[0][0]}
     print(
-        f"\ncreate to Ready, {args.count} objects, {args.concurrency} creates in flight, "
+        f"\ncreate to Ready, {args.count} objects, {args.rounds} rounds, "
+        f"{args.concurrency} creates in flight, "
         f"kubelet ready delay {args.pod_ready_delay} s, Python {sys.version.split()[0]}, "
         f"{os.cpu_count()} CPUs\n"
     )
-    print("| path | wall s | Ready/s | p50 ms | p95 ms | mean ms | wall x baseline |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| round | path | wall s | Ready/s | p50 ms | p95 ms | mean ms "
+        "| wall x baseline of the round |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for timing in timings:
         print(
-            f"| {timing.label} | {timing.wall:.2f} | {timing.rate:,.1f} "
+            f"| {timing.round} | {timing.label} | {timing.wall:.2f} | {timing.rate:,.1f} "
             f"| {timing.percentile(0.5) * 1000:.0f} | {timing.percentile(0.95) * 1000:.0f} "
             f"| {statistics.fmean(timing.latencies) * 1000:.0f} "
-            f"| {timing.wall / baseline.wall:.2f} |"
+            f"| {timing.wall / baselines[timing.round].wall:.2f} |"
         )
+    ratios = [
+        timing.wall / baselines[timing.round].wall
+        for timing in timings
+        if timing.label == paths[1][0]
+    ]
+    print(
+        f"\nSandboxes x bare Pods, per round: {', '.join(f'{r:.2f}' for r in ratios)}; "
+        f"median {statistics.median(ratios):.2f}"
+    )
     names = list(timings[0].cpu)
     print("\nCPU seconds each process spent while a path was measured\n")
-    print(f"| path | {' | '.join(names)} |")
-    print(f"|---|{'---:|' * len(names)}")
+    print(f"| round | path | {' | '.join(names)} |")
+    print(f"|---:|---|{'---:|' * len(names)}")
     for timing in timings:
-        print(f"| {timing.label} | {' | '.join(f'{timing.cpu[n]:.2f}' for n in names)} |")
-    count = args.count + 1  # the warm-up Sandbox is in the log too
+        cells = " | ".join(f"{timing.cpu[n]:.2f}" for n in names)
+        print(f"| {timing.round} | {timing.label} | {cells} |")
+    count = args.count * args.rounds + 1  # the warm-up Sandbox is in the log too
     per = max(figures.decisions, 1)
     print("\nThe sandbox worker's decisions about these Sandboxes (from the event log)\n")
     print(
@@ -356,6 +379,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100, help="objects of each kind")
     parser.add_argument("--concurrency", type=int, default=10, help="creates in flight")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of both paths, taking turns (3)"
+    )
     parser.add_argument(
         "--pod-ready-delay", type=float, default=0.2, help="the simulated kubelet's ready delay"
     )

@@ -29,6 +29,10 @@ RESULTS = HERE / "results"
 PROG_ENV = "SANDBUS_BENCH_PROG"
 """How the entry point was called, for its usage lines (``sandbus bench`` sets it)."""
 PLOTTED = ("delivery", "sustained")
+ANALYSIS = HERE / "analysis.md"
+"""Written by hand, not generated: why the targets that are missed are missed (profiles, the
+CPU each process spends per claim, the levers tried). BENCHMARKS.md carries it after the
+results."""
 FLOOR = (
     "the critical path's API writes x the write latency / the concurrency they run at, plus "
     "every one of those writes' share of the development cluster's own CPU (its CPU seconds "
@@ -359,6 +363,8 @@ def reduced(name: str, data: Mapping[str, Any]) -> list[str]:
             continue
         if name == "burst" and key == "pool" and value is None:
             value = got.get("claims", 1000) + 50
+        if key == "rates" and set(value) <= set(got.get(key) or ()):
+            continue  # the full-size rates, and more besides (a rate this machine sustains)
         if key in got and got[key] != value:
             out.append(f"{key} {got[key]} (full size: {value})")
     return out
@@ -434,6 +440,8 @@ def render_report(results: Path) -> str:
                         f"| {fmt(row.value, row.unit)} | {floor} | {row.published or '-'} "
                         f"| {row.target or '-'} | {met_text(row.met)} |"
                     )
+    if ANALYSIS.is_file():
+        lines += ["", "## Where the time goes", "", ANALYSIS.read_text().strip()]
     lines += ["", "## Runs", "", "| scenario | machine, commit, date |", "|---|---|"]
     for name in SCENARIOS:
         data = found.get(name)

@@ -64,3 +64,19 @@ def test_report_without_results_says_not_yet_measured(tmp_path: Path) -> None:
     for name in SCENARIOS:
         assert f"### {name}:" in text
     assert text.count("not yet measured") >= len(SCENARIOS)
+    assert "## Where the time goes" in text, "bench/analysis.md, after the results"
+
+
+def test_a_sustained_run_with_a_further_rate_is_still_full_size() -> None:
+    """A run of every full-size rate plus one this machine sustains is reported as the
+    scenario's figures; one that leaves a full-size rate out is a smoke run."""
+    sys.path.insert(0, str(bench_dir()))
+    try:
+        import suite
+    finally:
+        sys.path.remove(str(bench_dir()))
+    full = suite.full_size("sustained")
+    assert (
+        suite.reduced("sustained", {"parameters": {**full, "rates": [20.0, *full["rates"]]}}) == []
+    )
+    assert suite.reduced("sustained", {"parameters": {**full, "rates": [20.0]}}) != []
