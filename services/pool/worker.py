@@ -88,11 +88,11 @@ WORKER_NAME = "pool"
 POOL_COALESCE = 0.25
 """Seconds a pool woken by an event waits, so that its members' changes (hundreds during a
 fill, one per adoption under a stream of claims) are served by one pass instead of one each: a
-pass reads every member. At 50 ms a pool of 150 under 20 claims/s planned once per claim, about
-12 ms of the pool worker's CPU per claim; at 0.25 s a few adoptions share a pass: the pool
-worker's CPU fell by a quarter and the whole stack's by 15 % (``bench/claim_latency.py
-sustained --rate 20``), and a refill starts at most 0.25 s later, against the seconds a new
-Sandbox takes to be Ready."""
+pass reads every member. At 50 ms a pool of 150 under 20 claims/s planned once per claim, 12.5 ms
+of the pool worker's CPU per claim; at 0.25 s a few adoptions share a pass: 11 ms (``python -m
+bench sustained --rates 20``; the echoes of the pool's own creates still wake it within
+:data:`~services.runtime.reconcile.worker.ECHO_COALESCE`). A refill starts at most 0.25 s
+later, against the seconds a new Sandbox takes to be Ready."""
 OPEN_POOL_COALESCE = 0.01
 """The same for an OpenSandbox Pool, shorter: its wakes include the BatchSandboxes waiting for
 an allocation, and a BatchSandbox of 100 from a Pool of 100 was allocated in 42 ms with this

@@ -1,0 +1,124 @@
+"""Benchmark: what one claim costs the whole stack, with the refill it causes: API writes,
+messages on each stream by subject, and CPU milliseconds of each process.
+
+Run on purpose (it is not a test)::
+
+    .venv/bin/python bench/claim_cost.py [--claims 200] [--write-latency-ms 0]
+
+The stack of ``bench/claim_latency.py`` (an embedded nats-server, ``sandbus devcluster``, the
+watcher, sandbox, pool and claim workers, each its own process), a warm pool of ``--claims``
+plus 20, filled and quiet first. Then ``--claims`` claims at once, and the stack is left to
+quiet down again, so that the refill the claims caused is counted too. Every figure is per
+claim, over that whole stretch:
+
+- API writes: the development cluster's resourceVersion advances once per write;
+- the messages each stream gained, by the subject's first tokens (events by kind, decisions by
+  worker and kind, state and memos), and their bytes (the state table and the memos keep one
+  message per subject, so theirs count the objects that were new);
+- the CPU each process spent.
+
+This is where bench/analysis.md's table of CPU per claim comes from: the figures a change
+to the claim path should move.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import sys
+from typing import Any
+
+import aiohttp
+from claim_latency import claims_to_ready, fill_pool
+from common import Stack, progress
+
+from services.runtime.bus import BusConfig
+
+
+def subject_class(subject: str) -> str:
+    """``sandbus.events.pod.ns.name`` → ``sandbus.events.pod``; a decision or memo keeps its
+    worker too (``sandbus.decisions.claim.sandboxclaim``)."""
+    tokens = subject.split(".")
+    return ".".join(tokens[:3] if tokens[1] in ("events", "state") else tokens[:4])
+
+
+async def stream_counts(js: Any) -> dict[str, tuple[int, int, collections.Counter[str]]]:
+    """Each stream of the bus: messages, bytes, and messages by subject class."""
+    config = BusConfig()
+    counts = {}
+    for stream in (
+        config.event_log_stream,
+        config.state_stream,
+        config.warm_stream,
+        config.memo_stream,
+        config.dead_letter_stream,
+    ):
+        info = await js.stream_info(stream, subjects_filter=">")
+        classes: collections.Counter[str] = collections.Counter()
+        for subject, messages in (info.state.subjects or {}).items():
+            classes[subject_class(subject)] += messages
+        counts[stream] = (info.state.messages, info.state.bytes, classes)
+    return counts
+
+
+async def resource_version(http: aiohttp.ClientSession) -> int:
+    async with http.get("/_devcluster/state") as response:
+        return int((await response.json())["resourceVersion"])
+
+
+async def main(args: argparse.Namespace) -> None:
+    stack = Stack(
+        "bench-claim-cost-",
+        services=("watcher", "sandbox", "pool", "claim"),
+        write_latency_ms=args.write_latency_ms,
+        pods=3 * args.claims + 50,
+        env={"SANDBUS_CLAIM_EVENTS": "true"},
+    )
+    async with stack, aiohttp.ClientSession(base_url=stack.url) as http:
+        progress(f"filling a pool of {args.claims + 20}")
+        await fill_pool(http, stack.js, args.claims + 20, args.limit)
+        await stack.quiet()
+        writes_before = await resource_version(http)
+        streams_before = await stream_counts(stack.js)
+        cpu_before = stack.cpu()
+        progress(f"{args.claims} claims at once, then until the stack is quiet")
+        await claims_to_ready(http, [0.0] * args.claims, 64, args.limit)
+        await stack.quiet(limit=args.limit)
+        cpu = stack.spent(cpu_before)
+        writes = await resource_version(http) - writes_before
+        streams = await stream_counts(stack.js)
+
+    n = args.claims
+    print(
+        f"\n{n} claims at once from a pool of {n + 20}, with the refill they cause, write "
+        f"latency {args.write_latency_ms:g} ms, Python {sys.version.split()[0]}\n"
+    )
+    print(f"API writes per claim: {writes / n:.1f}\n")
+    print("| stream | subject | messages per claim | bytes per claim |")
+    print("|---|---|---:|---:|")
+    for stream, (messages, size, classes) in streams.items():
+        messages_before, size_before, classes_before = streams_before[stream]
+        print(
+            f"| {stream} | (all) | {(messages - messages_before) / n:.2f} "
+            f"| {(size - size_before) / n:,.0f} |"
+        )
+        for subject, count in (classes - classes_before).most_common():
+            print(f"| | {subject} | {count / n:.2f} | |")
+    print("\nCPU ms per claim\n")
+    print(f"| {' | '.join(cpu)} | total |")
+    print(f"|{'---:|' * (len(cpu) + 1)}")
+    cells = " | ".join(f"{seconds / n * 1000:.1f}" for seconds in cpu.values())
+    print(f"| {cells} | {sum(cpu.values()) / n * 1000:.1f} |")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--claims", type=int, default=200, help="claims at once (200)")
+    parser.add_argument("--write-latency-ms", type=float, default=0.0, help="API write latency")
+    parser.add_argument("--limit", type=float, default=300.0, help="seconds before giving up")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))
