@@ -32,6 +32,7 @@ of it from the answer to its create, and leaves it alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -70,6 +71,7 @@ from services.sandbox.core.observation import (
 )
 from services.sandbox.core.plan import WriteBehindMemo, plan_sandbox
 from services.sandbox.core.pods import normalize_created_by
+from services.sandbox.core.status import only_progress
 from services.sandbox.core.template import plan_template
 
 __all__ = [
@@ -223,4 +225,11 @@ def sandbox_worker(
         wakes=wakes,
         label_indexes=(("Pod", LABEL_SANDBOX_NAME_HASH),),
         gauges=(SANDBOXES_GAUGE,),
+        # A starting Pod's progress waits for the pass that ends the status window (its
+        # Sandbox's status is held until then) instead of a pass of its own that writes nothing.
+        patience={"Pod": functools.partial(_progress_patience, status_window)},
     )
+
+
+def _progress_patience(window: float, before: Json, after: Json) -> float:
+    return window if window > 0 and only_progress(before, after) else 0.0

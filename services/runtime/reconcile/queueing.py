@@ -122,6 +122,16 @@ class WorkQueue(Generic[K]):
             scheduled[1].cancel()
         self._timers[key] = (when, loop.call_at(when, self._fire, key))
 
+    def join_scheduled(self, key: K, within: float, trigger: str | None = None) -> bool:
+        """When a reconcile of ``key`` is scheduled within ``within`` seconds, count
+        ``trigger`` among that one's and return True (nothing else is scheduled); False when
+        none is, and the caller asks for one."""
+        due = self.due_in(key)
+        if within <= 0 or due is None or due > within or self._shut_down:
+            return False
+        self._remember(key, trigger)
+        return True
+
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
         self.add(key)

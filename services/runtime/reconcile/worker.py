@@ -218,6 +218,11 @@ class WorkerDefinition:
     follows: Mapping[str, Callable[[Json], bool]] = field(default_factory=dict)
     """Kind → the objects of that kind the worker follows, when not all of them: the others
     are neither cached nor wake anything (an object that stops matching leaves the cache)."""
+    patience: Mapping[str, Callable[[Json, Json], float]] = field(default_factory=dict)
+    """Kind → for a change of an object of that kind (before, after), the seconds it may wait
+    for a pass already scheduled of a key it wakes: within them it joins that pass instead of
+    waking one of its own (0: it wakes the key as usual). A starting Pod's progress, which only
+    a held status would report, waits for the pass that ends its Sandbox's status window."""
     gauges: tuple[Gauge, ...] = ()
     """Gauges read by I/O at each scrape while the worker runs."""
 
@@ -406,8 +411,14 @@ class Worker:
         if before is not None and before is not obj:
             woken.update(dict.fromkeys(self.definition.wakes(event.kind, before, self.cache)))
         headers = _trace_headers_of(event) if self.tracer is not None else None
+        patience = self.definition.patience.get(event.kind)
+        wait = 0.0
+        if patience is not None and before is not None and change == "modified":
+            wait = patience(before, obj)
         for key in woken:
             if key.kind not in self._reconcilers or self._own_echo(key, writer):
+                continue
+            if wait and self.queue.join_scheduled(key, wait, trigger=event.id):
                 continue
             if headers:
                 self._woken_by[key] = headers

@@ -41,6 +41,7 @@ __all__ = [
     "compute_conditions",
     "condition",
     "expired_ready",
+    "only_progress",
     "rfc3339",
     "set_conditions",
     "status_patch",
@@ -119,6 +120,43 @@ def pod_ips(pod: Mapping[str, Any]) -> list[str]:
         for entry in _pod_status(pod).get("podIPs") or ()
         if isinstance(entry, Mapping) and entry.get("ip")
     ]
+
+
+_IDENTITY: tuple[str, ...] = (
+    "uid",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "deletionTimestamp",
+)
+"""The metadata a pass reads of a Pod (the rest changes with every write: resourceVersion,
+managedFields)."""
+
+
+def _on_its_way(pod: Mapping[str, Any]) -> bool:
+    """A live Pod that has neither become Ready nor ended."""
+    metadata = pod.get("metadata") or {}
+    ready = _pod_condition(pod, "Ready")
+    return (
+        not metadata.get("deletionTimestamp")
+        and _phase(pod) in ("", "Pending", "Running")
+        and (ready is None or ready.get("status") != "True")
+    )
+
+
+def only_progress(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether a change of a Pod only moves it along its way to Ready: it was and is on its
+    way, and nothing changed but its status and its node (scheduled). Such a change is news to
+    nothing but the Sandbox's status, whose report of a starting Pod the status window holds
+    back anyway; readiness, an ending, a deletion or a change of its metadata or spec is not."""
+    if not (_on_its_way(before) and _on_its_way(after)):
+        return False
+    old, new = before.get("metadata") or {}, after.get("metadata") or {}
+    if any(old.get(field) != new.get(field) for field in _IDENTITY):
+        return False
+    old_spec, new_spec = before.get("spec") or {}, after.get("spec") or {}
+    return {**old_spec, "nodeName": None} == {**new_spec, "nodeName": None}
 
 
 def _suspended(sandbox: Sandbox, finding: PodFinding) -> ConditionValue:

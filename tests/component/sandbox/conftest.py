@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,14 +202,18 @@ async def running(
 
 @contextlib.asynccontextmanager
 async def cluster_and_watcher(
-    nats_url: str, tmp_path: Path, *, failure_rules: tuple[Any, ...] = ()
+    nats_url: str,
+    tmp_path: Path,
+    *,
+    failure_rules: tuple[Any, ...] = (),
+    kubelet: Mapping[str, float] | None = None,
 ) -> AsyncIterator[tuple[DevCluster, Client, JetStreamContext, BusConfig]]:
-    """The development cluster (fast kubelet, garbage collector), NATS with the bus, and a
-    ready watcher."""
+    """The development cluster (fast kubelet, unless ``kubelet`` changes its delays; garbage
+    collector), NATS with the bus, and a ready watcher."""
     bus = BusConfig(storage="memory")
     simulation = SimulationSettings(
         pod_ready_delay=0.05,
-        options={"kubelet": {**FAST_KUBELET, "failure_rules": failure_rules}},
+        options={"kubelet": {**FAST_KUBELET, **(kubelet or {}), "failure_rules": failure_rules}},
     )
     cluster = DevCluster(
         port=0,
@@ -263,12 +267,13 @@ async def sandbox_worker_running(
     name: str = "worker",
     *,
     write_behind: float = 0.0,
+    status_window: float = 0.0,
     tracer: Tracer | None = None,
 ) -> AsyncIterator[tuple[Worker, KubeApi]]:
     async with bounded(api_client(cluster, tmp_path, name), "the worker's API client") as client:
         kube = KubeApi(client, field_manager=CONTROLLER_NAME)
         worker = Worker(
-            sandbox_worker(write_behind=write_behind),
+            sandbox_worker(write_behind=write_behind, status_window=status_window),
             js=js,
             api=kube,
             bus=bus,
@@ -281,11 +286,16 @@ async def sandbox_worker_running(
 
 @contextlib.asynccontextmanager
 async def running_stack(
-    nats_url: str, tmp_path: Path, **worker_options: Any
+    nats_url: str,
+    tmp_path: Path,
+    *,
+    kubelet: Mapping[str, float] | None = None,
+    **worker_options: Any,
 ) -> AsyncIterator[Stack]:
-    """The whole stack; ``worker_options`` go to :func:`sandbox_worker_running`."""
+    """The whole stack; ``kubelet`` goes to :func:`cluster_and_watcher`, ``worker_options`` to
+    :func:`sandbox_worker_running`."""
     async with (
-        cluster_and_watcher(nats_url, tmp_path) as (cluster, nc, js, bus),
+        cluster_and_watcher(nats_url, tmp_path, kubelet=kubelet) as (cluster, nc, js, bus),
         sandbox_worker_running(cluster, js, bus, tmp_path, **worker_options) as (worker, kube),
     ):
         yield Stack(cluster, nc, js, kube, worker, bus)

@@ -11,6 +11,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from api.keys import ANNOTATION_TRACE_CONTEXT
+from services.devcluster.kubelet.config import FAIL_ANNOTATION
+from services.runtime.cache import Json
 from tests.component.sandbox.conftest import condition, running_stack, sandbox_body, until
 from tests.component.sandbox.test_sandbox_worker import decisions_for, ready_sandbox
 
@@ -73,3 +75,38 @@ async def test_a_pod_relabel_is_held_back_briefly_then_written_once(
         ]
         assert len(pod_patches) == 1
         assert condition(await stack.get("Sandbox", "relabel")) == ("True", "DependenciesReady")
+
+
+async def test_a_starting_pod_s_progress_waits_for_the_pass_that_ends_the_status_window(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """The Pod is scheduled and started (and never becomes Ready) within the status window:
+    those changes join the pass that ends the window, which writes the latest of them, instead
+    of each waking a pass that writes nothing. The kubelet takes its time, so that the first
+    pass is over before the Pod moves."""
+    window = 2.0
+    body = sandbox_body("slow")
+    body["spec"]["podTemplate"]["metadata"] = {"annotations": {FAIL_ANNOTATION: "never-ready"}}
+    kubelet = {"schedule_delay": 0.5, "start_delay": 0.5}
+    async with running_stack(nats_url, tmp_path, status_window=window, kubelet=kubelet) as stack:
+        await stack.create(body)
+
+        async def reported() -> Json | None:
+            found = await stack.get("Sandbox", "slow")
+            message = (
+                next(
+                    (c["message"] for c in found["status"]["conditions"] if c["type"] == "Ready"),
+                    None,
+                )
+                if found and found.get("status")
+                else None
+            )
+            return found if message == "Pod is Running but not Ready" else None
+
+        await until(reported, within=window + 10)
+        decisions = [d.data for d in await decisions_for(stack, "slow")]
+        assert len(decisions) == 2, [d.reason for d in decisions]
+        created, ended = decisions
+        assert [(a.verb, a.target.kind) for a in created.actions] == [("create", "Pod")]
+        assert [(a.verb, a.target.kind) for a in ended.actions] == [("patch status", "Sandbox")]
+        assert len(ended.triggers) >= 2, "the Pod's scheduling and start joined it"

@@ -136,6 +136,32 @@ async def test_add_soon_does_not_delay_a_key_already_waiting() -> None:
     assert await take(queue) == ("pool", ("later",))
 
 
+async def test_a_change_joins_a_pass_scheduled_within_its_patience() -> None:
+    """A Sandbox's pass at the end of its status window serves the Pod progress of the
+    meantime: joined, the change is among that pass's triggers and asks for nothing sooner."""
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("sb", 0.05)
+    assert queue.join_scheduled("sb", 1.0, trigger="progress")
+    assert len(queue) == 0 and "sb" in queue.scheduled
+    assert await take(queue) == ("sb", ("progress",))
+
+
+@pytest.mark.parametrize(
+    ("scheduled", "within"),
+    [(None, 1.0), (5.0, 1.0), (0.05, 0.0)],
+    ids=["none scheduled", "scheduled too late", "no patience"],
+)
+async def test_a_change_joins_no_pass_beyond_its_patience(
+    scheduled: float | None, within: float
+) -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    if scheduled is not None:
+        queue.add_after("sb", scheduled)
+    assert not queue.join_scheduled("sb", within, trigger="progress")
+    queue.add("sb")  # what the caller does then
+    assert await take(queue) == ("sb", ())
+
+
 async def test_background_keys_wait_behind_every_other_key_unless_an_event_asks() -> None:
     """After a load every key gets a pass in the background lane; a fresh change is served
     first, and a background key an event asks for moves to the front."""

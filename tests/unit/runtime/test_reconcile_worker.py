@@ -421,3 +421,55 @@ async def test_a_gone_key_forgets_how_long_it_planned() -> None:
     wait = w.queue.due_in(WIDGET)
     assert wait is not None and wait <= 0.01
     w.queue.shutdown()
+
+
+async def scheduled_in_30_s(patience: float) -> Worker:
+    """A Widget with its Pod, its next pass 30 s away (``has its pod``), and Pod changes
+    that may wait ``patience`` seconds for a pass."""
+    w = worker(PodPerWidget(), ScriptedApi())
+    w.definition = dataclasses.replace(w.definition, patience={"Pod": lambda b, a: patience})
+    await w.reconcile(WIDGET)  # creates the Pod
+    await drain(w)
+    written = w.cache.get(POD)
+    assert written is not None
+    w.take_event(observed_event("added", written, time=NOW))  # its echo: wakes nothing
+    await w.reconcile(WIDGET)  # has its pod: back in 30 s
+    due = w.queue.due_in(WIDGET)
+    assert due is not None and due > 29
+    return w
+
+
+def changed_pod(w: Worker, change: str = "modified") -> Any:
+    pod = w.cache.get(POD)
+    assert pod is not None
+    changed = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "999"}}
+    return observed_event(change, changed, time=NOW)  # type: ignore[arg-type]
+
+
+async def test_a_change_that_may_wait_joins_the_pass_already_scheduled() -> None:
+    w = await scheduled_in_30_s(patience=60.0)
+    event = changed_pod(w)
+    w.take_event(event)
+    assert len(w.queue) == 0, "no pass of its own"
+    pod = w.cache.get(POD)
+    assert pod is not None and pod["metadata"]["resourceVersion"] == "999", "cached for that pass"
+    w.queue.add(WIDGET)  # the schedule fires
+    async with asyncio.timeout(1):
+        key, triggers = await w.queue.get()
+    assert key == WIDGET and triggers == (event.id,)
+
+
+@pytest.mark.parametrize(
+    ("patience", "change"),
+    [(10.0, "modified"), (0.0, "modified"), (60.0, "deleted")],
+    ids=["the pass is further away", "it may not wait", "a deletion never waits"],
+)
+async def test_a_change_that_may_not_wait_so_long_wakes_its_key(
+    patience: float, change: str
+) -> None:
+    w = await scheduled_in_30_s(patience)
+    event = changed_pod(w, change)
+    w.take_event(event)
+    async with asyncio.timeout(1):
+        key, triggers = await w.queue.get()
+    assert key == WIDGET and triggers == (event.id,)

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from api.keys import ANNOTATION_POD_NAME
+from services.runtime.cache import Json
 from services.runtime.reconcile import Patch, Plan
 from services.runtime.reconcile.worker import Observed
+from services.sandbox.core.status import only_progress
 from services.sandbox.service import DEFAULT_STATUS_WINDOW, STATUS_WINDOW_ENV, seconds_from
-from services.sandbox.worker import SandboxReconciler
-from tests.unit.sandbox.samples import FakeCluster, conditions_of, owned_pod, sandbox
+from services.sandbox.worker import SandboxReconciler, sandbox_worker
+from tests.unit.sandbox.samples import FakeCluster, conditions_of, owned_pod, pod, sandbox
 from tests.unit.sandbox.test_write_behind import at, memo_of, reconcile
 
 WINDOW = 2.0
@@ -149,3 +151,61 @@ def test_the_status_window_setting_is_seconds(value: str | None, seconds: float)
 def test_a_status_window_that_is_not_seconds_stops_the_service(value: str) -> None:
     with pytest.raises(ValueError, match=STATUS_WINDOW_ENV):
         seconds_from(STATUS_WINDOW_ENV, value, DEFAULT_STATUS_WINDOW)
+
+
+# --- which Pod changes wait for the pass that ends the window -------------------------------
+
+STARTING = {"phase": "Pending", "ready": None, "ips": (), "node": None}
+BOUND = {"phase": "Pending", "ready": None, "ips": (), "scheduled": {"status": "True"}}
+RUNNING = {"phase": "Running", "ready": False}
+
+
+def _with_metadata(pod: Json, **fields: Any) -> Json:
+    return {**pod, "metadata": {**pod["metadata"], **fields}}
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(STARTING, BOUND), (BOUND, RUNNING), (STARTING, RUNNING)],
+    ids=["scheduled", "running", "both at once"],
+)
+def test_a_pod_on_its_way_to_ready_makes_only_progress(
+    before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    old, new = owned_pod(**before), owned_pod(**after)
+    new = _with_metadata(new, resourceVersion="21", managedFields=[{"manager": "kubelet"}])
+    assert only_progress(old, new)
+
+
+@pytest.mark.parametrize(
+    ("after", "why"),
+    [
+        (owned_pod(phase="Running", ready=True), "it became Ready"),
+        (owned_pod(phase="Failed", ready=False), "it ended"),
+        (owned_pod(phase="Succeeded", ready=False), "it completed"),
+        (owned_pod(deleting=True, **RUNNING), "it is being deleted"),
+        (owned_pod(labels={"team": "a"}, **RUNNING), "its labels changed"),
+        (owned_pod(annotations={"note": "x"}, **RUNNING), "its annotations changed"),
+        (pod(**RUNNING), "it lost its owner"),
+        (owned_pod(uid="another", **RUNNING), "it is another Pod of the same name"),
+    ],
+)
+def test_every_other_change_of_a_pod_is_acted_on_at_once(after: Json, why: str) -> None:
+    assert not only_progress(owned_pod(**STARTING), after), why
+
+
+def test_a_change_of_a_pods_spec_other_than_its_node_is_acted_on_at_once() -> None:
+    before = owned_pod(**STARTING)
+    after = owned_pod(**BOUND)
+    after["spec"] = {**after["spec"], "activeDeadlineSeconds": 30}
+    assert not only_progress(before, after)
+
+
+def test_the_sandbox_worker_lets_progress_wait_only_with_a_window() -> None:
+    """The runtime folds a change into the key's pass already scheduled within the patience
+    returned here: the pass that ends the status window (``requeue_after`` above)."""
+    before, after = owned_pod(**STARTING), owned_pod(**RUNNING)
+    patient = sandbox_worker(status_window=WINDOW).patience["Pod"]
+    assert patient(before, after) == WINDOW
+    assert patient(before, owned_pod(phase="Running", ready=True)) == 0
+    assert sandbox_worker(status_window=0).patience["Pod"](before, after) == 0
