@@ -128,10 +128,9 @@ _IDENTITY: tuple[str, ...] = (
     "annotations",
     "ownerReferences",
     "finalizers",
-    "deletionTimestamp",
 )
-"""The metadata a pass reads of a Pod (the rest changes with every write: resourceVersion,
-managedFields)."""
+"""The metadata a pass reads of a Pod, besides its deletion (the rest changes with every
+write: resourceVersion, managedFields)."""
 
 
 def _on_its_way(pod: Mapping[str, Any]) -> bool:

@@ -12,7 +12,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from api.keys import ANNOTATION_TRACE_CONTEXT
 from services.devcluster.kubelet.config import FAIL_ANNOTATION
-from services.runtime.cache import Json
 from tests.component.sandbox.conftest import condition, running_stack, sandbox_body, until
 from tests.component.sandbox.test_sandbox_worker import decisions_for, ready_sandbox
 
@@ -91,17 +90,11 @@ async def test_a_starting_pod_s_progress_waits_for_the_pass_that_ends_the_status
     async with running_stack(nats_url, tmp_path, status_window=window, kubelet=kubelet) as stack:
         await stack.create(body)
 
-        async def reported() -> Json | None:
-            found = await stack.get("Sandbox", "slow")
-            message = (
-                next(
-                    (c["message"] for c in found["status"]["conditions"] if c["type"] == "Ready"),
-                    None,
-                )
-                if found and found.get("status")
-                else None
-            )
-            return found if message == "Pod is Running but not Ready" else None
+        async def reported() -> bool:
+            found = await stack.get("Sandbox", "slow") or {}
+            conditions = (found.get("status") or {}).get("conditions") or ()
+            ready = [c["message"] for c in conditions if c["type"] == "Ready"]
+            return ready == ["Pod is Running but not Ready"]
 
         await until(reported, within=window + 10)
         decisions = [d.data for d in await decisions_for(stack, "slow")]
