@@ -18,10 +18,19 @@ and follows one watch, so its own work is small beside what it measures.
   kubelet starts it; the watcher publishes the Pod's change; the worker writes the Sandbox's
   Ready condition. The difference from the baseline is sandbus's own cost per Sandbox.
 
-The two paths take turns for ``--rounds`` rounds, each round with objects of its own, and each
-round's ratio is its Sandboxes' wall time over its bare Pods': the machine's speed drifts over
-seconds, so a ratio of two paths measured side by side is steadier than one of two paths far
-apart; the median ratio is the figure.
+- **Sandbox by the floor controller**: the same Sandboxes once more, with sandbus stopped and a
+  controller of a few lines in this process (:func:`floor_controller`) making the same two
+  writes per Sandbox: the Pod sandbus would create, then the status sandbus would write. It
+  keeps no log, no cache and no state, so its figure is what a Sandbox costs this cluster
+  itself: its own create and status write, its watch events and the kubelet's work on its Pod.
+  A controller of Sandboxes can hardly cost less on this machine; sandbus's figure over the
+  floor's is sandbus's own share.
+
+The bare Pods and sandbus take turns for ``--rounds`` rounds, then (sandbus stopped) the bare
+Pods and the floor controller, each round with objects of its own, and each round's ratio is
+its Sandboxes' wall time over its bare Pods': the machine's speed drifts over seconds, so a
+ratio of two paths measured side by side is steadier than one of two paths far apart; the
+median ratio is the figure.
 
 One object of each kind is made Ready first (not counted), so that every process is up, elected
 and subscribed before the clock runs. The CPU seconds each process spent during each path are
@@ -60,17 +69,23 @@ import msgspec
 import nats
 from sandbus_processes import start_sandbus, stop
 
+from api.agents import Sandbox
+from api.keys import LABEL_SANDBOX_NAME_HASH, name_hash
 from events.codec import decode_event, encode_event
 from events.subjects import decision_filter, event_filter
 from events.types import DecisionMade, ObjectAdded, ObjectModified
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.natsd import NatsServer
 from services.runtime.streams import read_to_end
+from services.sandbox.core.pods import new_pod
 
 NAMESPACE = "default"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 SANDBOXES = f"/apis/agents.x-k8s.io/v1beta1/namespaces/{NAMESPACE}/sandboxes"
 POD_SPEC = {"containers": [{"name": "runtime", "image": "python:3.12"}]}
+BARE = "bare Pod (baseline)"
+SANDBUS = "Sandbox through sandbus"
+FLOOR = "Sandbox by the floor controller"
 
 
 def pod(name: str) -> dict[str, Any]:
@@ -84,6 +99,78 @@ def sandbox(name: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"podTemplate": {"spec": POD_SPEC}},
     }
+
+
+def floor_status(
+    written: dict[str, Any], pod_obj: dict[str, Any], generation: int
+) -> dict[str, Any]:
+    """The status sandbus ``written`` for another Sandbox, made this Sandbox's: its Pod's
+    name hash, IPs and node, its generation, the time now."""
+    labels = pod_obj["metadata"].get("labels") or {}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        **written,
+        "conditions": [
+            {**condition, "observedGeneration": generation, "lastTransitionTime": now}
+            for condition in written.get("conditions") or ()
+        ],
+        "selector": f"{LABEL_SANDBOX_NAME_HASH}={labels.get(LABEL_SANDBOX_NAME_HASH)}",
+        "podIPs": [ip["ip"] for ip in (pod_obj.get("status") or {}).get("podIPs") or ()],
+        "nodeName": pod_obj["spec"].get("nodeName"),
+    }
+
+
+async def floor_controller(
+    http: aiohttp.ClientSession, prefix: str, written: dict[str, Any]
+) -> None:
+    """The least any Sandbox controller does, run in this process: for each Sandbox named
+    ``prefix...``, create its Pod (the one sandbus creates, by sandbus's own function) once the
+    Sandbox is seen, and write its Ready status (the status sandbus ``written`` for another
+    Sandbox, see :func:`floor_status`) once the Pod is seen Ready. Two watches, two writes, no
+    event log, no cache, no retries: the API work of a Sandbox and next to nothing else."""
+    created: set[str] = set()
+    reported: set[str] = set()
+    generations: dict[str, int] = {}
+    status_path = f"{SANDBOXES}/{{}}/status"
+    merge = {"Content-Type": "application/merge-patch+json"}
+
+    writes: set[asyncio.Task[None]] = set()
+
+    async def watch(collection: str, params: dict[str, str], on_event: Any) -> None:
+        async with http.get(collection, params=params) as listed:
+            version = (await listed.json())["metadata"]["resourceVersion"]
+        params = {**params, "watch": "1", "resourceVersion": version, "timeoutSeconds": "600"}
+        async with http.get(collection, params=params) as stream:
+            async for line in stream.content:
+                # Each write on its own, as a controller with workers in parallel does: the
+                # watch reads on while the API serves it.
+                write = asyncio.create_task(on_event(json.loads(line)["object"]))
+                writes.add(write)
+                write.add_done_callback(writes.discard)
+
+    async def on_sandbox(obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if not name.startswith(prefix) or name in created:
+            return
+        created.add(name)
+        generations[name] = obj["metadata"].get("generation", 1)
+        body = new_pod(msgspec.convert(obj, Sandbox), name_hash(name))
+        async with http.post(PODS, json=body) as response:
+            response.raise_for_status()
+
+    async def on_pod(obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if not name.startswith(prefix) or name in reported or not is_ready(obj):
+            return
+        reported.add(name)
+        patch = {"status": floor_status(written, obj, generations.get(name, 1))}
+        async with http.patch(status_path.format(name), json=patch, headers=merge) as response:
+            response.raise_for_status()
+
+    await asyncio.gather(
+        watch(SANDBOXES, {}, on_sandbox),
+        watch(PODS, {"labelSelector": LABEL_SANDBOX_NAME_HASH}, on_pod),
+    )
 
 
 def is_ready(obj: dict[str, Any]) -> bool:
@@ -249,6 +336,37 @@ async def decision_figures(js: Any, prefix: str) -> DecisionFigures:
     return figures
 
 
+Path_ = tuple[str, str, str, Callable[[str], dict[str, Any]]]
+"""A path measured: its label, the prefix of its objects' names, their collection, a maker."""
+
+
+async def measure(
+    http: aiohttp.ClientSession,
+    args: argparse.Namespace,
+    pids: dict[str, int],
+    paths: tuple[Path_, ...],
+    timings: list[Timing],
+    first_round: int,
+) -> None:
+    """``args.rounds`` rounds of ``paths``, taking turns, after one warm-up object of each."""
+    # An object Ready means every process is up, elected and subscribed: none of them
+    # starts during a measurement.
+    for _, prefix, collection, make in paths:
+        await to_ready(http, collection, make, [f"{prefix}-warmup-{first_round}"], 1, 120)
+    # The paths take turns, round after round: the machine's speed drifts over seconds, and
+    # each round's ratio compares two paths measured side by side.
+    for round_ in range(first_round, first_round + args.rounds):
+        for label, prefix, collection, make in paths:
+            names = [f"{prefix}-r{round_}-{index}" for index in range(args.count)]
+            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            latencies, wall = await to_ready(
+                http, collection, make, names, args.concurrency, args.limit
+            )
+            cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+            timings.append(Timing(label, round_, latencies, wall, cpu))
+            progress(f"round {round_}, {label}: {len(names)} Ready in {wall:.2f} s")
+
+
 async def main(args: argparse.Namespace) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
     kubeconfig = workdir / "kubeconfig"
@@ -268,8 +386,8 @@ async def main(args: argparse.Namespace) -> None:
                     str(kubeconfig),
                     "--pod-ready-delay",
                     str(args.pod_ready_delay),
-                    "--nodes",  # room for every Pod of both paths, 110 a node
-                    str(math.ceil((2 * args.count * args.rounds + 2) / 110)),
+                    "--nodes",  # room for every Pod of every path, 110 a node
+                    str(math.ceil((4 * (args.count * args.rounds + 1)) / 110)),
                 ],
                 workdir / "devcluster.log",
             )
@@ -286,27 +404,27 @@ async def main(args: argparse.Namespace) -> None:
                 **{name: process.pid for name, process in processes.items()},
                 "this process": os.getpid(),
             }
-            paths = (
-                ("bare Pod (baseline)", "pod", PODS, pod),
-                ("Sandbox through sandbus", "sandbox", SANDBOXES, sandbox),
-            )
+            bare = (BARE, "pod", PODS, pod)
+            through_sandbus = (SANDBUS, "sandbox", SANDBOXES, sandbox)
+            by_floor = (FLOOR, "floor", SANDBOXES, sandbox)
             async with aiohttp.ClientSession(base_url=url) as http:
-                # A Sandbox Ready means every process is up, elected and subscribed: none of
-                # them starts during a measurement.
-                for _, prefix, collection, make in paths:
-                    await to_ready(http, collection, make, [f"{prefix}-warmup"], 1, 120)
-                # The paths take turns, round after round: the machine's speed drifts over
-                # seconds, and each round's ratio compares two paths measured side by side.
-                for round_ in range(1, args.rounds + 1):
-                    for label, prefix, collection, make in paths:
-                        names = [f"{prefix}-r{round_}-{index}" for index in range(args.count)]
-                        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                        latencies, wall = await to_ready(
-                            http, collection, make, names, args.concurrency, args.limit
-                        )
-                        cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
-                        timings.append(Timing(label, round_, latencies, wall, cpu))
-                        progress(f"round {round_}, {label}: {len(names)} Ready in {wall:.2f} s")
+                await measure(http, args, pids, (bare, through_sandbus), timings, first_round=1)
+                # Then sandbus stops and this process's floor controller serves the Sandboxes
+                # named floor-...: the same API work with no controller cost to speak of.
+                for service in ("watcher", "sandbox"):
+                    await asyncio.to_thread(stop, processes[service])
+                    del pids[service]
+                async with http.get(f"{SANDBOXES}/sandbox-warmup-1") as response:
+                    written = (await response.json())["status"]
+                floor = asyncio.create_task(floor_controller(http, "floor-", written))
+                try:
+                    await measure(
+                        http, args, pids, (bare, by_floor), timings, first_round=args.rounds + 1
+                    )
+                finally:
+                    floor.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await floor
             await asyncio.sleep(1.0)  # the last decisions and their objects reach the log
             connection = await nats.connect(natsd.url)
             figures = await decision_figures(connection.jetstream(), "sandbox-")
@@ -319,9 +437,9 @@ async def main(args: argparse.Namespace) -> None:
         else:
             progress(f"logs kept in {workdir}")
 
-    baselines = {timing.round: timing for timing in timings if timing.label == paths[0][0]}
+    baselines = {timing.round: timing for timing in timings if timing.label == BARE}
     print(
-        f"\ncreate to Ready, {args.count} objects, {args.rounds} rounds, "
+        f"\ncreate to Ready, {args.count} objects, {args.rounds} rounds of each pair, "
         f"{args.concurrency} creates in flight, "
         f"kubelet ready delay {args.pod_ready_delay} s, Python {sys.version.split()[0]}, "
         f"{os.cpu_count()} CPUs\n"
@@ -338,21 +456,24 @@ async def main(args: argparse.Namespace) -> None:
             f"| {statistics.fmean(timing.latencies) * 1000:.0f} "
             f"| {timing.wall / baselines[timing.round].wall:.2f} |"
         )
-    ratios = [
-        timing.wall / baselines[timing.round].wall
-        for timing in timings
-        if timing.label == paths[1][0]
-    ]
+    medians = {}
+    for label in (SANDBUS, FLOOR):
+        ratios = [t.wall / baselines[t.round].wall for t in timings if t.label == label]
+        medians[label] = statistics.median(ratios)
+        print(
+            f"\n{label} x bare Pods, per round: {', '.join(f'{r:.2f}' for r in ratios)}; "
+            f"median {medians[label]:.2f}"
+        )
     print(
-        f"\nSandboxes x bare Pods, per round: {', '.join(f'{r:.2f}' for r in ratios)}; "
-        f"median {statistics.median(ratios):.2f}"
+        f"\nsandbus x the floor controller (the ratio of the two medians): "
+        f"{medians[SANDBUS] / medians[FLOOR]:.2f}"
     )
     names = list(timings[0].cpu)
-    print("\nCPU seconds each process spent while a path was measured\n")
+    print("\nCPU seconds each process spent while a path was measured (—: stopped)\n")
     print(f"| round | path | {' | '.join(names)} |")
     print(f"|---:|---|{'---:|' * len(names)}")
     for timing in timings:
-        cells = " | ".join(f"{timing.cpu[n]:.2f}" for n in names)
+        cells = " | ".join(f"{timing.cpu[n]:.2f}" if n in timing.cpu else "—" for n in names)
         print(f"| {timing.round} | {timing.label} | {cells} |")
     count = args.count * args.rounds + 1  # the warm-up Sandbox is in the log too
     per = max(figures.decisions, 1)
