@@ -7,8 +7,9 @@ Run on purpose (it is not a test)::
 
 Setup, as in production but on one machine: an embedded nats-server, ``sandbus devcluster`` (its
 simulated kubelet readies a started Pod after ``--pod-ready-delay`` seconds) and ``sandbus run
-watcher`` and ``sandbus run sandbox``, each its own process. This process only creates objects
-and follows one watch, so its own work is small beside what it measures.
+watcher`` and ``sandbus run sandbox``, each its own process. This process creates objects and
+follows one watch (and, for the floor, runs the floor controller), so its own work is small
+beside what it measures.
 
 - **bare Pod** (the baseline): ``--count`` Pods are created, ``--concurrency`` requests at a time,
   straight through the API; each is timed from its create request to the first watch event that
@@ -59,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,11 @@ async def floor_controller(
 
     writes: set[asyncio.Task[None]] = set()
 
-    async def watch(collection: str, params: dict[str, str], on_event: Any) -> None:
+    async def watch(
+        collection: str,
+        params: dict[str, str],
+        on_event: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> None:
         async with http.get(collection, params=params) as listed:
             version = (await listed.json())["metadata"]["resourceVersion"]
         params = {**params, "watch": "1", "resourceVersion": version, "timeoutSeconds": "600"}
@@ -336,7 +341,7 @@ async def decision_figures(js: Any, prefix: str) -> DecisionFigures:
     return figures
 
 
-Path_ = tuple[str, str, str, Callable[[str], dict[str, Any]]]
+MeasuredPath = tuple[str, str, str, Callable[[str], dict[str, Any]]]
 """A path measured: its label, the prefix of its objects' names, their collection, a maker."""
 
 
@@ -344,7 +349,7 @@ async def measure(
     http: aiohttp.ClientSession,
     args: argparse.Namespace,
     pids: dict[str, int],
-    paths: tuple[Path_, ...],
+    paths: tuple[MeasuredPath, ...],
     timings: list[Timing],
     first_round: int,
 ) -> None:
