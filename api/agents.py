@@ -1,7 +1,7 @@
 """The agent-sandbox API, version v1beta1: Sandbox (``agents.x-k8s.io``) and SandboxTemplate,
 SandboxClaim and SandboxWarmPool (``extensions.agents.x-k8s.io``).
 
-The types follow spec/agent-sandbox.md §1 field for field, defaults and validation included,
+The types follow docs/agent-sandbox.md §1 field for field, defaults and validation included,
 because the Python and Go SDKs and the upstream e2e manifests write these objects: a field we
 lacked would be pruned by the API server, a validation we added would reject what upstream
 accepts. Only v1beta1 is served (the storage version; every current client uses it), so there is

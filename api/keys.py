@@ -4,7 +4,7 @@ agent-sandbox controllers find their objects by label selectors, not by owner lo
 values of those labels are hashes of names rather than the names themselves (a Kubernetes label
 value is limited to 63 characters; an object name is not). A reimplementation that writes a
 different key or a different hash leaves every object created by the Go controller invisible to it,
-so the keys live here once, spelled exactly as spec/agent-sandbox.md §10 lists them, and
+so the keys live here once, spelled exactly as docs/agent-sandbox.md §10 lists them, and
 :func:`name_hash` reproduces the Go ``NameHash`` bit for bit (§4.6).
 
 The OpenSandbox keys live in :mod:`api.opensandbox`: the two API families share no key.
@@ -52,6 +52,7 @@ __all__ = [
     "NETWORK_POLICY_NAME_SUFFIX",
     "SYSTEM_KEY_PREFIXES",
     "name_hash",
+    "normalize_created_by",
 ]
 
 # --- Labels --------------------------------------------------------------------------------------
@@ -86,6 +87,12 @@ CREATED_BY_VALUES: Final = frozenset(
     {CREATED_BY_GO_CLIENT, CREATED_BY_PYTHON_CLIENT, CREATED_BY_CONTROLLER}
 )
 """The values that survive normalisation onto a Pod; anything else becomes ``unknown``."""
+
+
+def normalize_created_by(value: str) -> str:
+    """The ``created-by`` value a Pod carries for a Sandbox labelled ``value``."""
+    return value if value in CREATED_BY_VALUES else CREATED_BY_UNKNOWN
+
 
 LABEL_CLAIM_UID: Final = "agents.x-k8s.io/claim-uid"
 """On a claim-owned Sandbox and its podTemplate (never on the Pod): the claim's UID."""
@@ -161,7 +168,7 @@ def name_hash(s: str) -> str:
     ``sandbox-template-ref-hash``). The two template hash labels apply the same function to a
     JSON document instead of a name: ``sandbox-template-hash`` hashes Go's ``json.Marshal`` of the
     template's SandboxBlueprint, the deprecated ``sandbox-pod-template-hash`` that of its
-    podTemplate (spec/agent-sandbox.md §4.6). Producing those bytes exactly as Go does (struct
+    podTemplate (docs/agent-sandbox.md §4.6). Producing those bytes exactly as Go does (struct
     field order, ``spec`` before ``metadata``, HTML escaping) is the pool worker's job; this
     function only hashes the string it is given.
     """

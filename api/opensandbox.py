@@ -2,13 +2,13 @@
 SandboxSnapshot, plus the annotations, labels and finalizers its controllers agree on.
 
 The types mirror the upstream CRDs (``kubernetes/config/crd/bases`` of alibaba/OpenSandbox, as
-spec/opensandbox.md §1 records them) field for field, because the lifecycle server and the SDKs
+docs/opensandbox.md §1 records them) field for field, because the lifecycle server and the SDKs
 write these objects and read their status: a field we dropped would be pruned by the API server,
 and a validation we added or missed would reject, or accept, what upstream does not. A field's
 Python default is also its CRD default (see :mod:`api.meta`).
 
 Where the upstream code stops short of what the OpenSandbox documentation promises
-(``seeds/opensandbox-controller.md``), the types carry the documented shape so that the
+(``docs/opensandbox.md``), the types carry the documented shape so that the
 controllers can build it:
 
 * a ``PoolCapacityExhausted`` condition type on a BatchSandbox waiting for a Pool at poolMax;
@@ -239,7 +239,7 @@ BatchSandboxConditionType = Literal[
     "PauseFailed",
     "ResumeFailed",
     "PodFailed",
-    # Documented (seeds/opensandbox-controller.md), absent upstream: the pool is at poolMax and
+    # Documented (docs/opensandbox.md §2.10), absent upstream: the pool is at poolMax and
     # this sandbox is still short of pods.
     "PoolCapacityExhausted",
     # Proposed upstream (the pool auto-assign proposal), absent from its code: no Pool fits a
@@ -412,7 +412,7 @@ class LifecycleHandler(Spec, kw_only=True):
 
 
 class ProcessLifecycle(Spec, kw_only=True):
-    """Hooks around a process task (seeds/opensandbox-controller.md, "Task orchestration")."""
+    """Hooks around a process task (docs/opensandbox.md §5.1)."""
 
     pre_start: LifecycleHandler | None = None
     """Runs before the process; if it fails or times out, the process never starts."""
@@ -512,7 +512,7 @@ class SandboxSnapshot(Resource, kw_only=True):
     status: SandboxSnapshotStatus | None = None
 
 
-# --- Annotations, labels and finalizers (spec/opensandbox.md §1.5) -------------------------------
+# --- Annotations, labels and finalizers (docs/opensandbox.md §1.5) -------------------------------
 
 ANNOTATION_ALLOC_STATUS: Final = "sandbox.opensandbox.io/alloc-status"
 """On a pooled BatchSandbox: an :class:`AllocationRecord` of every pod ever allocated to it, in
@@ -575,7 +575,7 @@ LEGACY_POOL_ANNOTATION_ALLOC_GENERATION: Final = "pool.opensandbox.io/alloc-gene
 POOL_REF_AUTO_ASSIGN: Final = "*"
 """``spec.poolRef`` value asking the controller to choose a Pool."""
 
-# Labels the lifecycle server puts on the objects it creates (spec/opensandbox.md §8).
+# Labels the lifecycle server puts on the objects it creates (docs/opensandbox.md §8).
 SERVER_LABEL_SANDBOX_ID: Final = "opensandbox.io/id"
 SERVER_LABEL_SNAPSHOT_ID: Final = "opensandbox.io/snapshot-id"
 SERVER_LABEL_SOURCE_SANDBOX_ID: Final = "opensandbox.io/source-sandbox-id"

@@ -18,7 +18,7 @@ per replica, (3) its status ``ready`` at the replicas and phase ``Succeed``. The
 critical path's writes times the write latency: the create, the Pool's one ``alloc-status``
 patch (the ledger is on the bus before it), the claim worker's endpoints patch and its status
 patch. OpenSandbox published 0.92 s for this scenario (with 0.5 s polling and a Pool-annotation
-store, spec/opensandbox.md §6 and §9.31).
+store, docs/opensandbox.md §6 and §9.31).
 """
 
 from __future__ import annotations

@@ -35,9 +35,9 @@ from claim_latency import CLAIMS, claim_ready, fill_pool, launch_types, percenti
 from sandbox_ready import cluster_url, progress
 from sandbus_processes import start_devcluster, start_sandbus, stop
 
+from devtools.natsd import NatsServer
 from services.claim.core.envtask import ANNOTATION_CLAIM_ENV_TASK
 from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.natsd import NatsServer
 
 EXECUTOR = {
     "name": "task-executor",

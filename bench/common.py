@@ -7,7 +7,7 @@ first written (:mod:`sandbox_ready`, :mod:`sandbus_processes`) and are re-export
 script imports everything it needs from this one module.
 
 - :class:`Stack`: sandbus on its embedded default, each part its own process, as in production
-  but on one machine: an embedded nats-server (:class:`~services.runtime.natsd.NatsServer`),
+  but on one machine: an embedded nats-server (:class:`~devtools.natsd.NatsServer`),
   ``sandbus devcluster`` with its latency model (``--write-latency-ms``) and enough simulated
   nodes for the Pods to come (110 a node), and ``sandbus run SERVICE`` for each service asked
   for; a temporary directory that goes with it, or stays with the logs when the run failed.
@@ -51,8 +51,8 @@ from sandbox_ready import (
 )
 from sandbus_processes import start_devcluster, start_sandbus, stop
 
+from devtools.natsd import NatsServer
 from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.natsd import NatsServer
 
 __all__ = [
     "CLAIM_CONCURRENCY",

@@ -49,16 +49,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import msgspec
 from aiohttp import web
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-
-Json = dict[str, Any]
-
+from api.objects import Json
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
 
 # -- measurement helpers --------------------------------------------------------------------
 

@@ -72,11 +72,11 @@ from sandbus_processes import start_sandbus, stop
 
 from api.agents import Sandbox
 from api.keys import LABEL_SANDBOX_NAME_HASH, name_hash
+from devtools.natsd import NatsServer
 from events.codec import decode_event, encode_event
 from events.subjects import decision_filter, event_filter
 from events.types import DecisionMade, ObjectAdded, ObjectModified
 from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.natsd import NatsServer
 from services.runtime.streams import read_to_end
 from services.sandbox.core.pods import new_pod
 

@@ -49,9 +49,9 @@ from common import progress, start_sandbus, stop
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
-from services.devcluster import DevCluster, LatencyModel
+from devtools.cluster import DevCluster, LatencyModel
+from devtools.natsd import NatsServer
 from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.natsd import NatsServer
 
 SANDBOXES = "/apis/agents.x-k8s.io/v1beta1/namespaces/default/sandboxes"
 SHARDS = 32

@@ -54,9 +54,9 @@ from sandbox_ready import POD_SPEC, cluster_url, cpu_seconds, progress, to_ready
 from sandbus_processes import start_sandbus, stop
 
 from api.keys import LABEL_SANDBOX_NAME_HASH, name_hash
+from devtools.natsd import NatsServer
 from events.subjects import event_subject
 from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.natsd import NatsServer
 
 NAMESPACE = "default"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"

@@ -40,11 +40,15 @@ encoded.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
+
+from api.objects import metadata_of
 
 __all__ = [
     "DATACONTENTTYPE",
@@ -60,6 +64,7 @@ __all__ = [
     "Timestamp",
     "TraceParent",
     "event_type_of",
+    "key_of",
     "subject_attribute",
     "worker_source",
 ]
@@ -118,6 +123,17 @@ class ObjectKey(NamedTuple):
 
     def __str__(self) -> str:
         return subject_attribute(self.kind, self.namespace or None, self.name)
+
+
+def key_of(obj: Mapping[str, Any], kind: str | None = None) -> ObjectKey:
+    """The key of ``obj``; ``kind`` fills in for list items that arrive without one."""
+    metadata = metadata_of(obj)
+    # Interned: a cache holds a key per object, and these two are the same few strings.
+    return ObjectKey(
+        sys.intern(str(kind or obj.get("kind") or "")),
+        sys.intern(str(metadata.get("namespace") or "")),
+        str(metadata.get("name") or ""),
+    )
 
 
 class ObjectRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.natsd import NatsServer
+from devtools.natsd import NatsServer
 
 
 def _docker_answers() -> bool:

@@ -33,7 +33,6 @@ A value that does not parse stops the service at start, with the variable named.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,11 +42,16 @@ from services.claim.core.observation import ClaimSettings
 from services.claim.core.plan import CONTROLLER_NAME
 from services.claim.core.spread import queued_nodes
 from services.claim.worker import claim_worker
-from services.runtime.bus import BusConfig
-from services.runtime.reconcile.serving import WorkerService, serve_worker
-from services.runtime.reconcile.warm import WarmTaker
-from services.runtime.reconcile.worker import WorkerDefinition, WorkerSettings
-from services.runtime.settings import Settings
+from services.runtime.worker_api import (
+    BusConfig,
+    Settings,
+    WarmTaker,
+    WorkerDefinition,
+    WorkerService,
+    WorkerSettings,
+    serve_worker,
+    setting,
+)
 
 __all__ = ["ALLOWED_LABEL_DOMAINS_FILE", "definition", "serve", "settings_from"]
 
@@ -55,51 +59,35 @@ _PREFIX = "SANDBUS_CLAIM_"
 ALLOWED_LABEL_DOMAINS_FILE = Path("/etc/sandbox-config/allowed-label-domains")
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    text = env.get(_PREFIX + name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{_PREFIX}{name}={text!r}: expected a positive number of seconds")
-    return value
-
-
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    text = env.get(_PREFIX + name, "").strip().lower() or "true"
-    if text not in ("true", "false"):
-        raise ValueError(f"{_PREFIX}{name}={text!r}: expected true or false")
-    return text == "true"
-
-
 def settings_from(
-    env: Mapping[str, str], domains_file: Path = ALLOWED_LABEL_DOMAINS_FILE
+    env: Mapping[str, str] | None = None, domains_file: Path = ALLOWED_LABEL_DOMAINS_FILE
 ) -> ClaimSettings:
-    text = env.get(_PREFIX + "ALLOWED_LABEL_DOMAINS")
+    """The settings of ``env`` (the process's environment by default)."""
+    # Unset, not blank, is what sends it to the file, as upstream reads the file only then.
+    text = (os.environ if env is None else env).get(_PREFIX + "ALLOWED_LABEL_DOMAINS")
     if text is None and domains_file.is_file():
         text = domains_file.read_text()
     domains = parse_allowed_label_domains(text) if text else DEFAULT_ALLOWED_LABEL_DOMAINS
+    grace = ClaimSettings().pod_ip_grace
     return ClaimSettings(
         allowed_label_domains=domains,
-        pod_ip_grace=_seconds(env, "POD_IP_GRACE", ClaimSettings().pod_ip_grace),
-        events=_flag(env, "EVENTS"),
-        observability_annotations=_flag(env, "OBSERVABILITY_ANNOTATIONS"),
+        pod_ip_grace=setting(
+            _PREFIX + "POD_IP_GRACE", float, grace, minimum=0, above=True, env=env
+        ),
+        events=setting(_PREFIX + "EVENTS", bool, True, env=env),
+        observability_annotations=setting(
+            _PREFIX + "OBSERVABILITY_ANNOTATIONS", bool, True, env=env
+        ),
     )
-
-
-def _taker(env: Mapping[str, str]) -> WarmTaker:
-    return WarmTaker(ack_wait=_seconds(env, "ACK_WAIT", 30.0), spread=queued_nodes)
 
 
 def definition() -> WorkerDefinition:
     """The claim worker as this environment configures it."""
+    ack_wait = setting(_PREFIX + "ACK_WAIT", float, 30.0, minimum=0, above=True)
     return claim_worker(
-        settings_from(os.environ),
-        _taker(os.environ),
-        resume_pull_secret=os.environ.get(_PREFIX + "RESUME_PULL_SECRET", "").strip(),
+        settings_from(),
+        WarmTaker(ack_wait=ack_wait, spread=queued_nodes),
+        resume_pull_secret=setting(_PREFIX + "RESUME_PULL_SECRET", str, ""),
     )
 
 

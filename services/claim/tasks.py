@@ -23,9 +23,10 @@ from typing import Any
 
 import aiohttp
 
+from api.objects import Json
+from events.envelope import ObjectKey
 from services.claim.core.batch.tasks import EXECUTOR_PORT, SyncTasks, TaskReport
-from services.runtime.cache import Json, ObjectKey
-from services.runtime.reconcile.executing import Executed, ExecutionContext
+from services.runtime.worker_api import Executed, ExecutionContext
 
 __all__ = ["TaskReports"]
 

@@ -29,55 +29,47 @@ A value that does not parse stops the service at start, with the variable named.
 
 from __future__ import annotations
 
-import math
-import os
 from collections.abc import Mapping
 
 from services.pool.core.observation import PoolSettings
 from services.pool.core.plan import CONTROLLER_NAME
 from services.pool.worker import pool_worker
-from services.runtime.bus import BusConfig
-from services.runtime.reconcile.serving import WorkerService, serve_worker
-from services.runtime.reconcile.worker import WorkerDefinition
-from services.runtime.settings import Settings
+from services.runtime.worker_api import (
+    BusConfig,
+    Settings,
+    WorkerDefinition,
+    WorkerService,
+    serve_worker,
+    setting,
+)
 
 __all__ = ["definition", "serve", "settings_from"]
 
 _PREFIX = "SANDBUS_POOL_"
 
 
-def _number(env: Mapping[str, str], name: str, default: float, *, integer: bool = False) -> float:
-    text = env.get(_PREFIX + name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0) or (integer and value != int(value)):
-        kind = "a whole number" if integer else "seconds or a rate"
-        raise ValueError(f"{_PREFIX}{name}={text!r}: expected {kind}, 0 or more")
-    return value
+def settings_from(env: Mapping[str, str] | None = None) -> PoolSettings:
+    """The settings of ``env`` (the process's environment by default)."""
 
+    def seconds(name: str, default: float) -> float:
+        return setting(_PREFIX + name, float, default, minimum=0, env=env)
 
-def settings_from(env: Mapping[str, str]) -> PoolSettings:
-    eviction = env.get(_PREFIX + "EVICTION", "").strip().lower() or "true"
-    if eviction not in ("true", "false"):
-        raise ValueError(f"{_PREFIX}EVICTION={eviction!r}: expected true or false")
     defaults = PoolSettings()
     return PoolSettings(
-        max_batch=max(int(_number(env, "MAX_BATCH", defaults.max_batch, integer=True)), 1),
-        readiness_grace=_number(env, "READINESS_GRACE", defaults.readiness_grace),
-        unschedulable_recheck=_number(env, "UNSCHEDULABLE_RECHECK", defaults.unschedulable_recheck),
-        replenish_delay=_number(env, "REPLENISH_DELAY", defaults.replenish_delay),
-        max_refill_rate=_number(env, "MAX_REFILL_RATE", defaults.max_refill_rate),
-        eviction=eviction == "true",
+        max_batch=max(
+            setting(_PREFIX + "MAX_BATCH", int, defaults.max_batch, minimum=0, env=env), 1
+        ),
+        readiness_grace=seconds("READINESS_GRACE", defaults.readiness_grace),
+        unschedulable_recheck=seconds("UNSCHEDULABLE_RECHECK", defaults.unschedulable_recheck),
+        replenish_delay=seconds("REPLENISH_DELAY", defaults.replenish_delay),
+        max_refill_rate=seconds("MAX_REFILL_RATE", defaults.max_refill_rate),
+        eviction=setting(_PREFIX + "EVICTION", bool, True, env=env),
     )
 
 
 def definition() -> WorkerDefinition:
     """The pool worker as this environment configures it."""
-    return pool_worker(settings_from(os.environ))
+    return pool_worker(settings_from())
 
 
 async def serve(settings: Settings, *, bus: BusConfig | None = None) -> None:

@@ -17,7 +17,7 @@ controls and by those of the BatchSandboxes whose ``poolRef`` names it (before a
 change, so a sandbox that leaves a Pool wakes it too; ``poolRef: "*"`` names no Pool yet). Its
 wakes are coalesced like a SandboxWarmPool's: a pass reads every Pod and sandbox of the Pool.
 
-Following upstream's watches (spec/agent-sandbox.md §4.1): a pool's change wakes it; a
+Following upstream's watches, declared as rules (:data:`wakes`): a pool's change wakes it; a
 Sandbox's change wakes the pool that controls it, the pool whose label it carries (an orphan
 it may adopt) and, when the Sandbox is adoptable before or after the change, its own member key
 (its queue entry goes in when it becomes adoptable and out when it stops being; the changes of a
@@ -37,26 +37,21 @@ so an empty queue reports 0 instead of vanishing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import ClassVar, Final
+from collections.abc import Iterator
+from typing import Final
 
 from nats.js import JetStreamContext
 
 from api.agents import GROUP
 from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
+from api.objects import Json, labels_of, metadata_of
 from api.opensandbox import GROUP as OPENSANDBOX_GROUP
 from api.opensandbox import POOL_REF_AUTO_ASSIGN
+from events.envelope import ObjectKey
 from events.subjects import WARM_SUBJECTS
+from services.domain.agentsandbox.warmpool import adoptable_pool, template_ref_name
 from services.pool.core.depths import warm_queue_depths
-from services.pool.core.members import (
-    MemberMemo,
-    MemberObservation,
-    adoptable_pool,
-    observe_member,
-    plan_member,
-)
+from services.pool.core.members import MemberMemo, MemberObservation, observe_member, plan_member
 from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings, observe_pool
 from services.pool.core.opensandbox.ledger import PoolLedger
 from services.pool.core.opensandbox.observation import (
@@ -66,19 +61,30 @@ from services.pool.core.opensandbox.observation import (
 )
 from services.pool.core.opensandbox.plan import plan_open_pool
 from services.pool.core.plan import plan_pool
-from services.runtime.bus import BusConfig
-from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of, labels_of
-from services.runtime.reconcile import Plan
-from services.runtime.reconcile.warm import WARM_EXECUTORS
-from services.runtime.reconcile.worker import Gauge, Observed, WorkerDefinition
+from services.runtime.worker_api import (
+    WARM_EXECUTORS,
+    BusConfig,
+    Gauge,
+    ObjectCache,
+    Observed,
+    Reconciler,
+    Wake,
+    Wakes,
+    WorkerDefinition,
+    controller_name,
+    wake_named,
+    wake_owner,
+    wake_referrers,
+    wake_self,
+)
 
 __all__ = [
     "WARM_QUEUE_DEPTH",
     "WATCHED_KINDS",
     "WORKER_NAME",
-    "MemberReconciler",
-    "OpenPoolReconciler",
-    "PoolReconciler",
+    "member_reconciler",
+    "open_pool_reconciler",
+    "pool_reconciler",
     "pool_worker",
     "read_warm_queue_depths",
     "wakes",
@@ -91,7 +97,7 @@ fill, one per adoption under a stream of claims) are served by one pass instead 
 pass reads every member. At 50 ms a pool of 150 under 20 claims/s planned once per claim, 12.5 ms
 of the pool worker's CPU per claim; at 0.25 s a few adoptions share a pass: 11 ms (``python -m
 bench sustained --rates 20``; the echoes of the pool's own creates still wake it within
-:data:`~services.runtime.reconcile.worker.ECHO_COALESCE`). A refill starts at most 0.25 s
+:data:`~services.runtime.reconcile.waking.ECHO_COALESCE`). A refill starts at most 0.25 s
 later, against the seconds a new Sandbox takes to be Ready."""
 OPEN_POOL_COALESCE = 0.01
 """The same for an OpenSandbox Pool, shorter: its wakes include the BatchSandboxes waiting for
@@ -101,48 +107,33 @@ WATCHED_KINDS = ("SandboxWarmPool", "SandboxTemplate", "Sandbox", "Pod", "Pool",
 WARM_QUEUE_DEPTH: Final = "sandbus_warm_queue_depth"
 
 
-@dataclass(frozen=True)
-class PoolReconciler:
-    settings: PoolSettings = field(default_factory=PoolSettings)
-    kind: str = field(default="SandboxWarmPool", init=False)
-    expects: ClassVar[bool] = True
-    memo_type: ClassVar[type] = PoolMemo
+def pool_reconciler(settings: PoolSettings | None = None) -> Reconciler[PoolObservation]:
+    settings = settings or PoolSettings()
 
-    def observe(self, key: ObjectKey, observed: Observed) -> PoolObservation:
+    def observe(key: ObjectKey, observed: Observed) -> PoolObservation:
         return observe_pool(
             key,
             observed.cache,
-            settings=self.settings,
+            settings=settings,
             expectations=observed.expectations,
             memo=observed.memo,
             last_error=observed.last_error,
         )
 
-    def plan(self, inputs: PoolObservation, now: datetime) -> Plan:
-        return plan_pool(inputs, now)
+    return Reconciler("SandboxWarmPool", observe, plan_pool, memo_type=PoolMemo, expects=True)
 
 
-@dataclass(frozen=True)
-class MemberReconciler:
-    kind: str = field(default="Sandbox", init=False)
-    memo_type: ClassVar[type] = MemberMemo
-
-    def observe(self, key: ObjectKey, observed: Observed) -> MemberObservation:
+def member_reconciler() -> Reconciler[MemberObservation]:
+    def observe(key: ObjectKey, observed: Observed) -> MemberObservation:
         return observe_member(key, observed.cache, observed.memo)
 
-    def plan(self, inputs: MemberObservation, now: datetime) -> Plan:
-        return plan_member(inputs, now)
+    return Reconciler("Sandbox", observe, plan_member, memo_type=MemberMemo)
 
 
-@dataclass(frozen=True)
-class OpenPoolReconciler:
+def open_pool_reconciler() -> Reconciler[OpenPoolObservation]:
     """OpenSandbox's Pool: its Pods, and the allocation of them to BatchSandboxes."""
 
-    kind: str = field(default="Pool", init=False)
-    expects: ClassVar[bool] = True
-    memo_type: ClassVar[type] = PoolLedger
-
-    def observe(self, key: ObjectKey, observed: Observed) -> OpenPoolObservation:
+    def observe(key: ObjectKey, observed: Observed) -> OpenPoolObservation:
         return observe_open_pool(
             key,
             observed.cache,
@@ -151,61 +142,49 @@ class OpenPoolReconciler:
             last_error=observed.last_error,
         )
 
-    def plan(self, inputs: OpenPoolObservation, now: datetime) -> Plan:
-        return plan_open_pool(inputs, now)
+    return Reconciler("Pool", observe, plan_open_pool, memo_type=PoolLedger, expects=True)
 
 
-def _controlling_pool(obj: Json, namespace: str) -> ObjectKey | None:
-    owner = controller_of(obj)
-    if owner is None or owner.get("kind") != "SandboxWarmPool":
-        return None
-    return ObjectKey("SandboxWarmPool", namespace, str(owner.get("name") or ""))
+def _uses_template(pool: Json, template: Json) -> bool:
+    return template_ref_name(pool) == metadata_of(template).get("name")
 
 
-def _group(reference: Mapping[str, object]) -> str:
-    return str(reference.get("apiVersion") or "").split("/")[0]
+def _labelled(sandbox: Json) -> bool:
+    return bool(labels_of(sandbox).get(LABEL_WARM_POOL_SANDBOX))
 
 
-def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
-    key = key_of(obj, kind)
-    if kind == "SandboxWarmPool":
-        yield key
-    elif kind == "SandboxTemplate":
-        for pool in cache.objects("SandboxWarmPool", key.namespace):
-            ref = ((pool.get("spec") or {}).get("sandboxTemplateRef") or {}).get("name")
-            if ref == key.name:
-                yield key_of(pool, "SandboxWarmPool")
-    elif kind == "Sandbox":
-        if adoptable_pool(obj) is not None:
-            yield key  # the runtime asks again with the state before the change
-        owner = _controlling_pool(obj, key.namespace)
-        if owner is not None:
-            yield owner
-        labelled = labels_of(obj).get(LABEL_WARM_POOL_SANDBOX)
-        if labelled:
-            for candidate in cache.objects("SandboxWarmPool", key.namespace):
-                pool_key = key_of(candidate, "SandboxWarmPool")
-                if name_hash(pool_key.name) == labelled and pool_key != owner:
-                    yield pool_key
-    elif kind in ("Pool", "BatchSandbox"):
-        ref = key.name if kind == "Pool" else pool_ref(obj)
-        if ref and ref != POOL_REF_AUTO_ASSIGN:
-            yield ObjectKey("Pool", key.namespace, ref)
-    elif kind == "Pod":
-        sandbox_ref = controller_of(obj)
-        if sandbox_ref is not None and _group(sandbox_ref) == OPENSANDBOX_GROUP:
-            if sandbox_ref.get("kind") == "Pool":
-                yield ObjectKey("Pool", key.namespace, str(sandbox_ref.get("name") or ""))
-            return
-        if sandbox_ref is None or sandbox_ref.get("kind") != "Sandbox":
-            return
-        if _group(sandbox_ref) != GROUP:
-            return
-        name = str(sandbox_ref.get("name") or "")
-        sandbox = cache.get(ObjectKey("Sandbox", key.namespace, name))
-        owning = _controlling_pool(sandbox, key.namespace) if sandbox is not None else None
-        if owning is not None:
-            yield owning
+def _labelled_with(pool: Json, sandbox: Json) -> bool:
+    """The pool whose name hash the Sandbox's pool label carries (an orphan it may adopt)."""
+    labelled = labels_of(sandbox).get(LABEL_WARM_POOL_SANDBOX)
+    return name_hash(str(metadata_of(pool).get("name"))) == labelled
+
+
+def _named_pool(sandbox: Json) -> str | None:
+    ref = pool_ref(sandbox)
+    return ref if ref != POOL_REF_AUTO_ASSIGN else None
+
+
+def _pool_of_members_pod(key: ObjectKey, pod: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
+    """A Pod wakes the pool of the Sandbox that controls it (the Unschedulable hold reads it)."""
+    sandbox = controller_name(pod, "Sandbox", group=GROUP)
+    member = cache.get(ObjectKey("Sandbox", key.namespace, sandbox)) if sandbox else None
+    pool = controller_name(member, "SandboxWarmPool") if member is not None else None
+    if pool:
+        yield ObjectKey("SandboxWarmPool", key.namespace, pool)
+
+
+wakes = Wakes(
+    wake_self(("SandboxWarmPool", "Pool")),
+    wake_referrers("SandboxTemplate", "SandboxWarmPool", _uses_template),
+    # A member's entry goes in when it becomes adoptable and out when it stops being: the
+    # runtime asks again with the state before the change.
+    wake_self("Sandbox", when=lambda sandbox: adoptable_pool(sandbox) is not None),
+    wake_owner("Sandbox", "SandboxWarmPool"),
+    wake_referrers("Sandbox", "SandboxWarmPool", _labelled_with, when=_labelled),
+    wake_named("BatchSandbox", "Pool", _named_pool),
+    wake_owner("Pod", "Pool", group=OPENSANDBOX_GROUP),
+    Wake(("Pod",), _pool_of_members_pod),
+)
 
 
 async def read_warm_queue_depths(
@@ -230,11 +209,7 @@ WARM_QUEUE_GAUGE: Final = Gauge(
 def pool_worker(settings: PoolSettings | None = None) -> WorkerDefinition:
     return WorkerDefinition(
         name=WORKER_NAME,
-        reconcilers=(
-            PoolReconciler(settings or PoolSettings()),
-            MemberReconciler(),
-            OpenPoolReconciler(),
-        ),
+        reconcilers=(pool_reconciler(settings), member_reconciler(), open_pool_reconciler()),
         watched_kinds=WATCHED_KINDS,
         wakes=wakes,
         label_indexes=(("Sandbox", LABEL_WARM_POOL_SANDBOX),),

@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -62,22 +62,17 @@ from events.subjects import (
     dead_letter_subject,
 )
 from events.types import DecisionMade, ObjectDeleted, ObjectEvent, WarmQueued
+from services.runtime.settings import setting
 
 __all__ = [
-    "ERR_MAX_MSGS_PER_SUBJECT",
-    "ERR_STREAM_NAME_IN_USE",
     "REPLICAS_ENV",
     "BusConfig",
     "BusProvisioningError",
-    "StreamChange",
-    "config_differences",
     "dead_letter",
     "enqueue_warm",
     "ensure_bus",
     "publish_dead_letter",
     "publish_event",
-    "put_state",
-    "stream_configs",
 ]
 
 ERR_MAX_MSGS_PER_SUBJECT: Final = 10077
@@ -88,6 +83,7 @@ StreamChange = Literal["created", "updated", "unchanged"]
 
 _DAY: Final = 86_400.0
 REPLICAS_ENV: Final = "SANDBUS_BUS_REPLICAS"
+DUPLICATE_WINDOW_ENV: Final = "SANDBUS_BUS_DUPLICATE_WINDOW"
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
 StreamName = Annotated[str, msgspec.Meta(pattern=r"^[^.*>\s/\\]+$")]
 
@@ -121,18 +117,13 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True):
         """The defaults, with ``SANDBUS_BUS_REPLICAS`` (1..5: each stream's copies in a NATS
         cluster) and ``SANDBUS_BUS_DUPLICATE_WINDOW`` (seconds) when set; a value that does not
         parse raises ValueError naming the variable."""
-        env = os.environ if env is None else env
         settings: dict[str, Any] = {}
-        for variable, field, kind in (
-            (REPLICAS_ENV, "replicas", int),
-            ("SANDBUS_BUS_DUPLICATE_WINDOW", "duplicate_window", float),
-        ):
-            text = env.get(variable, "").strip()
-            if text:
-                try:
-                    settings[field] = kind(text)
-                except ValueError:
-                    raise ValueError(f"{variable}={text!r}: expected a number") from None
+        replicas = setting(REPLICAS_ENV, int, None, env=env)
+        if replicas is not None:
+            settings["replicas"] = replicas
+        window = setting(DUPLICATE_WINDOW_ENV, float, None, env=env)
+        if window is not None:
+            settings["duplicate_window"] = window
         try:
             return cls(**settings)
         except ValueError as error:
@@ -172,6 +163,65 @@ class BusProvisioningError(RuntimeError):
 # --- desired state (pure) ----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Stream:
+    """One stream of the bus, as the module doc describes it."""
+
+    name: Callable[[BusConfig], str]
+    description: str
+    subjects: tuple[str, ...]
+    limits: Callable[[BusConfig], tuple[float, int]] | None = None
+    """Its age and size limits (oldest dropped first); None: none."""
+    last_per_subject: bool = False
+    """One message per subject."""
+    work_queue: bool = False
+    """Work-queue retention, and a second message on a subject refused rather than replacing
+    the first."""
+    direct: bool = False
+    """Direct get: "the last message of this subject" is one request."""
+    message_ttl: bool = False
+
+
+_STREAMS: Final = (
+    _Stream(
+        lambda config: config.event_log_stream,
+        "sandbus event log: observed changes and worker decisions",
+        EVENT_LOG_SUBJECTS,
+        limits=lambda config: (config.event_log_max_age, config.event_log_max_bytes),
+        direct=True,
+    ),
+    _Stream(
+        lambda config: config.state_stream,
+        "sandbus state table: the latest event per object",
+        STATE_SUBJECTS,
+        last_per_subject=True,
+        direct=True,
+        message_ttl=True,
+    ),
+    _Stream(
+        lambda config: config.warm_stream,
+        "sandbus warm queues: one entry per adoptable sandbox",
+        WARM_SUBJECTS,
+        last_per_subject=True,
+        work_queue=True,
+    ),
+    _Stream(
+        lambda config: config.dead_letter_stream,
+        "sandbus dead letters: messages that could not be processed",
+        DEAD_LETTER_SUBJECTS,
+        limits=lambda config: (config.dead_letter_max_age, config.dead_letter_max_bytes),
+    ),
+    _Stream(
+        lambda config: config.memo_stream,
+        "sandbus worker memory: what each worker keeps per key",
+        MEMO_SUBJECTS,
+        last_per_subject=True,
+        direct=True,
+        message_ttl=True,
+    ),
+)
+
+
 def stream_configs(config: BusConfig) -> list[StreamConfig]:
     """The five streams as ``config`` wants them.
 
@@ -179,84 +229,31 @@ def stream_configs(config: BusConfig) -> list[StreamConfig]:
     comparing with what the server reports finds no difference that is not real.
     """
     storage = StorageType.FILE if config.storage == "file" else StorageType.MEMORY
-    common: dict[str, Any] = {
-        "storage": storage,
-        "num_replicas": config.replicas,
-        "duplicate_window": config.duplicate_window,
-        "max_msgs": -1,
-    }
-    return [
-        StreamConfig(
-            name=config.event_log_stream,
-            description="sandbus event log: observed changes and worker decisions",
-            subjects=list(EVENT_LOG_SUBJECTS),
-            retention=RetentionPolicy.LIMITS,
-            discard=DiscardPolicy.OLD,
-            discard_new_per_subject=False,
-            max_age=config.event_log_max_age,
-            max_bytes=config.event_log_max_bytes,
-            max_msgs_per_subject=-1,
-            allow_direct=True,
-            allow_msg_ttl=False,
-            **common,
-        ),
-        StreamConfig(
-            name=config.state_stream,
-            description="sandbus state table: the latest event per object",
-            subjects=list(STATE_SUBJECTS),
-            retention=RetentionPolicy.LIMITS,
-            discard=DiscardPolicy.OLD,
-            discard_new_per_subject=False,
-            max_age=0,
-            max_bytes=-1,
-            max_msgs_per_subject=1,
-            allow_direct=True,
-            allow_msg_ttl=True,
-            **common,
-        ),
-        StreamConfig(
-            name=config.warm_stream,
-            description="sandbus warm queues: one entry per adoptable sandbox",
-            subjects=list(WARM_SUBJECTS),
-            retention=RetentionPolicy.WORK_QUEUE,
-            discard=DiscardPolicy.NEW,
-            discard_new_per_subject=True,
-            max_age=0,
-            max_bytes=-1,
-            max_msgs_per_subject=1,
-            allow_direct=False,
-            allow_msg_ttl=False,
-            **common,
-        ),
-        StreamConfig(
-            name=config.dead_letter_stream,
-            description="sandbus dead letters: messages that could not be processed",
-            subjects=list(DEAD_LETTER_SUBJECTS),
-            retention=RetentionPolicy.LIMITS,
-            discard=DiscardPolicy.OLD,
-            discard_new_per_subject=False,
-            max_age=config.dead_letter_max_age,
-            max_bytes=config.dead_letter_max_bytes,
-            max_msgs_per_subject=-1,
-            allow_direct=False,
-            allow_msg_ttl=False,
-            **common,
-        ),
-        StreamConfig(
-            name=config.memo_stream,
-            description="sandbus worker memory: what each worker keeps per key",
-            subjects=list(MEMO_SUBJECTS),
-            retention=RetentionPolicy.LIMITS,
-            discard=DiscardPolicy.OLD,
-            discard_new_per_subject=False,
-            max_age=0,
-            max_bytes=-1,
-            max_msgs_per_subject=1,
-            allow_direct=True,
-            allow_msg_ttl=True,
-            **common,
-        ),
-    ]
+    configs = []
+    for stream in _STREAMS:
+        max_age, max_bytes = stream.limits(config) if stream.limits else (0, -1)
+        configs.append(
+            StreamConfig(
+                name=stream.name(config),
+                description=stream.description,
+                subjects=list(stream.subjects),
+                retention=RetentionPolicy.WORK_QUEUE
+                if stream.work_queue
+                else RetentionPolicy.LIMITS,
+                discard=DiscardPolicy.NEW if stream.work_queue else DiscardPolicy.OLD,
+                discard_new_per_subject=stream.work_queue,
+                max_age=max_age,
+                max_bytes=max_bytes,
+                max_msgs_per_subject=1 if stream.last_per_subject else -1,
+                allow_direct=stream.direct,
+                allow_msg_ttl=stream.message_ttl,
+                storage=storage,
+                num_replicas=config.replicas,
+                duplicate_window=config.duplicate_window,
+                max_msgs=-1,
+            )
+        )
+    return configs
 
 
 _COMPARED: Final = (

@@ -14,9 +14,10 @@ only from here. Two sources feed it, and the cache decides which one to believe:
     few milliseconds later; until then, a reconcile that read only ``observed`` would act on
     the state from before our write and, for example, create a second pod. Holding the
     response here is the read-your-writes barrier that keeps a worker's next decision honest
-    (invariant 6). A written entry is dropped as soon as the bus delivers a state at least as
-    new, or after ``written_ttl`` seconds, so an object that the watcher does not publish (a
-    foreign Pod without our labels, found through AlreadyExists) cannot be believed forever.
+    (invariant 6 of docs/architecture.md). A written entry is dropped as soon as the bus delivers a
+    state at least as new, or after ``written_ttl`` seconds, so an object that the watcher does not
+    publish (a foreign Pod without our labels, found through AlreadyExists) cannot be believed
+    forever.
 
 "As new". resourceVersions are opaque by contract, and this module compares them for
 equality first. Real API servers (etcd) and the development cluster issue decimal integers
@@ -27,8 +28,8 @@ they are not integers nothing is ordered: the bus simply wins, and a written ent
 the bus echoes its exact resourceVersion or its time runs out. Either way a reconcile that saw
 a stale object is repaired by the next one, because every change wakes its key again.
 
-Objects are keyed by :class:`~events.envelope.ObjectKey` (kind, namespace, name), re-exported
-here because it is also the work-queue key of the reconciler of that kind.
+Objects are keyed by :class:`~events.envelope.ObjectKey` (kind, namespace, name), which is also
+the work-queue key of the reconciler of that kind.
 
 The cache hands out plain JSON dicts as the API serves them (camelCase), the same shape the
 events carry, and may hand one dict to several readers: callers must not mutate them.
@@ -63,61 +64,24 @@ from typing import Any, Literal
 
 import msgspec
 
+from api.objects import (
+    Json,
+    compare_resource_versions,
+    controller_in,
+    controller_of,
+    labels_of,
+    metadata_of,
+)
 from events.codec import ObservedState
-from events.envelope import ObjectKey
+from events.envelope import ObjectKey, key_of
 from events.types import strip_managed_fields
 
 __all__ = [
     "Change",
-    "Json",
     "ObjectCache",
-    "ObjectKey",
-    "compare_resource_versions",
-    "controller_of",
-    "key_of",
-    "labels_of",
-    "metadata_of",
 ]
 
-Json = dict[str, Any]
 Change = Literal["added", "modified", "deleted"]
-
-
-def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    if type(metadata) is dict:
-        return metadata  # decoded JSON, as always: without the costlier check of an ABC
-    return metadata if isinstance(metadata, Mapping) else {}
-
-
-def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    labels = metadata_of(obj).get("labels")
-    if type(labels) is dict:
-        return labels
-    return labels if isinstance(labels, Mapping) else {}
-
-
-def key_of(obj: Mapping[str, Any], kind: str | None = None) -> ObjectKey:
-    """The key of ``obj``; ``kind`` fills in for list items that arrive without one."""
-    metadata = metadata_of(obj)
-    # Interned: a cache holds a key per object, and these two are the same few strings.
-    return ObjectKey(
-        sys.intern(str(kind or obj.get("kind") or "")),
-        sys.intern(str(metadata.get("namespace") or "")),
-        str(metadata.get("name") or ""),
-    )
-
-
-def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ownerReference with ``controller: true``, if any (there is at most one)."""
-    return _controller_in(metadata_of(obj).get("ownerReferences"))
-
-
-def _controller_in(references: Any) -> Mapping[str, Any] | None:
-    for ref in references if isinstance(references, list | tuple) else ():
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            return ref
-    return None
 
 
 def _resource_version(obj: Mapping[str, Any] | None) -> str:
@@ -126,16 +90,6 @@ def _resource_version(obj: Mapping[str, Any] | None) -> str:
 
 def _uid(obj: Mapping[str, Any] | None) -> str:
     return str(metadata_of(obj).get("uid") or "") if obj is not None else ""
-
-
-def compare_resource_versions(a: str, b: str) -> int | None:
-    """-1, 0 or 1 when ``a`` is older than, the same as, or newer than ``b``; None when the two
-    cannot be ordered (only equal strings are "the same" then)."""
-    if a == b:
-        return 0
-    if a.isdecimal() and b.isdecimal():
-        return -1 if int(a) < int(b) else 1
-    return None
 
 
 _encode = msgspec.json.Encoder().encode
@@ -337,7 +291,7 @@ class ObjectCache:
             state.uid,
             state.object_json,
             labels if isinstance(labels, Mapping) else {},
-            _controller_in(state.owner_references),
+            controller_in(state.owner_references),
         )
 
     def _observe(

@@ -38,12 +38,7 @@ import logging
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
-__all__ = [
-    "STOP_BOUND",
-    "honour_lost_cancellation",
-    "stop_tasks",
-    "supervise",
-]
+__all__ = ["honour_lost_cancellation", "stop_tasks", "supervise"]
 
 log = logging.getLogger(__name__)
 

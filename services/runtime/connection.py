@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
@@ -38,16 +37,13 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from services.runtime.cancellation import honour_lost_cancellation
+from services.runtime.settings import setting
 
 __all__ = [
-    "RECONNECT_BUDGET_ENV",
     "ConnectionLost",
     "NatsConnection",
     "budget_from_environment",
-    "close_quietly",
     "connect_nats",
-    "reconnect_budget",
-    "redacted",
     "server_urls",
     "tls_context",
 ]
@@ -91,16 +87,8 @@ class ConnectionLost(RuntimeError):
 
 def reconnect_budget(value: str | None) -> float | None:
     """Seconds from ``SANDBUS_NATS_RECONNECT_BUDGET``: None (unset or empty) is for ever."""
-    text = (value or "").strip()
-    if not text:
-        return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"{RECONNECT_BUDGET_ENV}={value!r}: expected seconds, more than 0")
-    return seconds
+    env = {RECONNECT_BUDGET_ENV: value or ""}
+    return setting(RECONNECT_BUDGET_ENV, float, None, minimum=0, above=True, env=env)
 
 
 @dataclass

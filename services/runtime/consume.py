@@ -3,9 +3,9 @@
 The watcher only publishes; every *consumer* of the bus (the workers, and any future reader
 that acts on events) must be able to meet a message it cannot use, because anything with
 access to NATS can publish on ``sandbus.events.>``, and the event log stores whatever arrives
-there. Invariant 7 says such a message never crashes a service and never disappears silently,
-so every consumer goes through :func:`consume_events`, which decides per message
-(:func:`classify`, pure):
+there. Invariant 7 of docs/architecture.md says such a message never crashes a service and never
+disappears silently, so every consumer goes through :func:`consume_events`, which decides per
+message (:func:`classify`, pure):
 
 - **decodes, and belongs on this subject** → the handler gets the typed event; the message is
   acked when the handler returns.
@@ -42,14 +42,7 @@ from events.types import Event
 from services.runtime.bus import BusConfig, dead_letter
 from services.runtime.cancellation import honour_lost_cancellation
 
-__all__ = [
-    "Accepted",
-    "ConsumeStats",
-    "Rejected",
-    "Skipped",
-    "classify",
-    "consume_events",
-]
+__all__ = ["ConsumeStats", "consume_events"]
 
 log = logging.getLogger(__name__)
 

@@ -23,14 +23,7 @@ from services.runtime.metrics import Metrics, SampledGauge
 if TYPE_CHECKING:
     from aiohttp import web
 
-__all__ = [
-    "READINESS",
-    "SAMPLE_TIMEOUT",
-    "Readiness",
-    "metrics_endpoint",
-    "sample",
-    "serve_metrics",
-]
+__all__ = ["READINESS", "metrics_endpoint"]
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ does only what it is good at (kubeconfig, TLS, tokens) and every call here reads
 and decodes it with msgspec. The generated ``patch_*`` methods send a dict as json-patch
 (custom objects) or strategic-merge-patch (built-in kinds); :meth:`KubeApi.patch` always sends
 a JSON merge patch, which every kind accepts. And ``watch.Watch`` hides the cases the watcher
-must tell apart (spec/kube-standin.md §3): it swallows a clean end by reconnecting with a stale
+must tell apart (docs/devcluster.md §3): it swallows a clean end by reconnecting with a stale
 resourceVersion, retries a 410 once with the same stale version, and lets an aborted stream
 escape as ``aiohttp.ClientPayloadError``; :meth:`KubeApi.watch` reads the lines itself.
 
@@ -64,12 +64,11 @@ import aiohttp
 import msgspec
 
 from api.kinds import ALL_KINDS
+from api.objects import Json
 from events.envelope import ObjectKey
 from services.runtime.kubeclient import ApiClient, ApiException
 
 __all__ = [
-    "DEFAULT_REQUEST_TIMEOUT",
-    "MERGE_PATCH",
     "RESOURCES",
     "ExecResult",
     "Expired",
@@ -79,10 +78,8 @@ __all__ = [
     "StreamBroken",
     "StreamStalled",
     "WatchStream",
-    "resource_for",
 ]
 
-Json = dict[str, Any]
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON: Final = "application/json"

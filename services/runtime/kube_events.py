@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from services.runtime.cache import Json, metadata_of
+from api.objects import Json, metadata_of
 
 __all__ = ["event_about"]
 

@@ -39,7 +39,6 @@ __all__ = [
     "ApiException",
     "ConfigException",
     "Configuration",
-    "environment_proxy",
     "kube_config",
     "new_api_client",
 ]

@@ -34,14 +34,12 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 __all__ = [
-    "LeaseAction",
     "LeaseTimings",
     "Observation",
     "acquired_lease",
     "annotations_of",
     "holder_of",
     "leader_until",
-    "micro_time",
     "next_action",
     "observe",
     "released_lease",

@@ -43,15 +43,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 __all__ = [
-    "METRICS_ADDRESS_ENV",
     "RECONCILES",
     "RECONCILE_SECONDS",
-    "RUNTIME_METRICS",
     "MetricSpec",
     "Metrics",
     "MetricsError",
     "SampledGauge",
-    "Sampler",
     "metrics_address",
     "process_metrics",
 ]

@@ -1,14 +1,12 @@
-"""Running one service as its own process: ``sandbus run SERVICE``.
+"""Running one service in a process: signals, the exit code, logging and the event loop.
 
 A service is an async callable ``serve(settings) -> None`` that runs until it is cancelled; it
 does its own cleanup in ``finally`` blocks. This module owns everything around it that every
-service needs the same way: the registry of service names, turning SIGTERM and SIGINT into a
-cancellation (Kubernetes stops a Pod with SIGTERM and expects a clean exit within the grace
-period), and the exit code. A service that returns on its own, or fails, exits non-zero so
-that its Deployment restarts it.
-
-Services register by name in :data:`SERVICES` as ``"module:function"`` strings, so that
-``sandbus run watcher`` imports only the watcher's code.
+service needs the same way: turning SIGTERM and SIGINT into a cancellation (Kubernetes stops a
+Pod with SIGTERM and expects a clean exit within the grace period), and the exit code. A
+service that returns on its own, or fails, exits non-zero so that its Deployment restarts it.
+Which services exist is the command line's knowledge (:mod:`services.cli.run`), not this
+module's.
 
 The event loop is uvloop's (``SANDBUS_EVENT_LOOP``, default ``uvloop``; ``asyncio`` for the
 standard library's). A worker's own work is small beside the socket writes of its NATS and
@@ -18,75 +16,22 @@ with ``bench/sandbox_ready.py``, the sandbox worker spent about a fifth less CPU
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
-from services.gc_tuning import tune_for_serving
-from services.runtime.settings import Settings, add_connection_args
+from services.runtime.gc_tuning import tune_for_serving
+from services.runtime.settings import Settings
 
-if TYPE_CHECKING:
-    from services.runtime.reconcile.worker import WorkerDefinition
-
-__all__ = [
-    "EVENT_LOOP_ENV",
-    "SERVICES",
-    "WORKERS",
-    "Serve",
-    "configure_logging",
-    "event_loop_factory",
-    "load_service",
-    "load_worker",
-    "run_service",
-    "serve_until_signalled",
-]
+__all__ = ["LOG_LEVEL_ENV", "Serve", "configure_logging", "run_service"]
 
 log = logging.getLogger(__name__)
 
 Serve = Callable[[Settings], Coroutine[Any, Any, None]]
-
-SERVICES: dict[str, str] = {
-    "watcher": "services.watcher.service:serve",
-    "sandbox": "services.sandbox.service:serve",
-    "pool": "services.pool.service:serve",
-    "claim": "services.claim.service:serve",
-    "snapshot": "services.snapshot.service:serve",
-}
-"""Service name → ``"module:function"`` of its ``serve(settings)``; each service adds itself."""
-
-WORKERS: dict[str, str] = {
-    "sandbox": "services.sandbox.service:definition",
-    "pool": "services.pool.service:definition",
-    "claim": "services.claim.service:definition",
-    "snapshot": "services.snapshot.service:definition",
-}
-"""Worker name → ``"module:function"`` returning its ``WorkerDefinition`` as the service
-configures it from the environment (what ``sandbus explain --rerun`` re-runs decisions with)."""
-
-
-def _load(registry: dict[str, str], what: str, name: str) -> Any:
-    try:
-        target = registry[name]
-    except KeyError:
-        known = ", ".join(sorted(registry)) or "none yet"
-        raise LookupError(f"unknown {what} {name!r} (known: {known})") from None
-    module_name, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
-
-
-def load_service(name: str) -> Serve:
-    return cast(Serve, _load(SERVICES, "service", name))
-
-
-def load_worker(name: str) -> WorkerDefinition:
-    """The definition of worker ``name``, configured from the environment."""
-    return cast("WorkerDefinition", _load(WORKERS, "worker", name)())
 
 
 async def serve_until_signalled(main: Awaitable[None]) -> int:
@@ -157,21 +102,11 @@ def event_loop_factory(value: str | None) -> Callable[[], asyncio.AbstractEventL
     return uvloop.new_event_loop
 
 
-def run_service(name: str, settings: Settings) -> int:
-    serve = load_service(name)
+def run_service(serve: Serve, settings: Settings) -> int:
+    """Run one service in this process until it is signalled (see :func:`serve_until_signalled`)
+    on the configured event loop; return the exit code."""
     configure_logging()
     tune_for_serving()
     loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV))
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         return runner.run(serve_until_signalled(serve(settings)))
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "run",
-        help="run one service as its own process (what each Deployment runs)",
-        description="Run one service until SIGTERM or Ctrl-C; exit 0 on a clean stop.",
-    )
-    parser.add_argument("service", choices=sorted(SERVICES), help="the service to run")
-    add_connection_args(parser)
-    parser.set_defaults(func=lambda args: run_service(args.service, Settings.from_args(args)))

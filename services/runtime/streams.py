@@ -2,7 +2,7 @@
 
 The watcher's recovery reads the state table and the event log's tail, a worker reads the
 state table on start (:mod:`services.runtime.reconcile.feeding`), and ``sandbus events
-replay``, ``state`` and ``explain`` read the event log (:mod:`services.history.reading`).
+replay``, ``state`` and ``explain`` read the event log (:mod:`services.cli.history.reading`).
 Each is the same read, :func:`read_to_end`:
 
 - an ephemeral pull consumer of its own, named ``<prefix>-<random>``, with
@@ -46,7 +46,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from services.runtime.cancellation import honour_lost_cancellation
 
-__all__ = ["FETCH_BATCH", "filter_fields", "push_to_end", "read_to_end"]
+__all__ = ["filter_fields", "push_to_end", "read_to_end"]
 
 FETCH_BATCH: Final = 1000
 """Messages asked for per fetch."""

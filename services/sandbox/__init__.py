@@ -1,7 +1,7 @@
 """The sandbox worker: agent-sandbox's Sandbox and SandboxTemplate controllers, driven by the bus.
 
 Pure planners (no I/O, no clock, no randomness) live in :mod:`.core`, each the behaviour of
-one part of spec/agent-sandbox.md §2 and §3.1:
+one part of docs/agent-sandbox.md §2 and §3.1:
 
 - :mod:`.core.plan` — ``plan_sandbox``: one reconcile of a Sandbox, in upstream's order.
 - :mod:`.core.volumes` — the PVCs of its volume claim templates.

@@ -38,13 +38,17 @@ A value that does not parse stops the service at start, with the variable named.
 
 from __future__ import annotations
 
-import math
 import os
 
-from services.runtime.bus import BusConfig
-from services.runtime.reconcile.serving import WorkerService, serve_worker
-from services.runtime.reconcile.worker import WorkerDefinition, WorkerSettings
-from services.runtime.settings import Settings
+from services.runtime.worker_api import (
+    BusConfig,
+    Settings,
+    WorkerDefinition,
+    WorkerService,
+    WorkerSettings,
+    serve_worker,
+    setting,
+)
 from services.sandbox.core.observation import DEFAULT_CLUSTER_DOMAIN
 from services.sandbox.core.plan import CONTROLLER_NAME
 from services.sandbox.worker import sandbox_worker
@@ -69,14 +73,7 @@ DEFAULT_STATUS_WINDOW = 5.0
 def seconds_from(name: str, value: str | None, default: float = 0.0) -> float:
     """Seconds, 0 or more, from the environment variable ``name`` (``value``; unset or empty:
     ``default``)."""
-    text = (value or "").strip()
-    try:
-        seconds = float(text) if text else default
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds >= 0):
-        raise ValueError(f"{name}={value!r}: expected seconds, 0 or more")
-    return seconds
+    return setting(name, float, default, minimum=0, env={name: value or ""})
 
 
 def write_behind(value: str | None) -> float:
@@ -87,7 +84,7 @@ def write_behind(value: str | None) -> float:
 def definition() -> WorkerDefinition:
     """The sandbox worker as this environment configures it."""
     return sandbox_worker(
-        cluster_domain=os.environ.get(CLUSTER_DOMAIN_ENV) or DEFAULT_CLUSTER_DOMAIN,
+        cluster_domain=setting(CLUSTER_DOMAIN_ENV, str, DEFAULT_CLUSTER_DOMAIN),
         write_behind=write_behind(os.environ.get(WRITE_BEHIND_ENV)),
         status_window=seconds_from(
             STATUS_WINDOW_ENV, os.environ.get(STATUS_WINDOW_ENV), DEFAULT_STATUS_WINDOW

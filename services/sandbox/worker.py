@@ -1,14 +1,13 @@
 """The sandbox worker as the reconciler runtime sees it: what it follows, what wakes what, and
 its two reconcilers (Sandbox, SandboxTemplate).
 
-Following upstream's watches (spec/agent-sandbox.md §2.1, §3.1): a change of a Sandbox wakes
+Following upstream's watches, declared as rules (:data:`wakes`): a change of a Sandbox wakes
 it; a change of a Pod, Service or PVC wakes the Sandbox that controls it, and a Pod or Service
 also wakes the Sandbox it is named after (the Pod a new Sandbox is about to adopt has no owner
 yet). A change of a SandboxTemplate wakes it, and a NetworkPolicy wakes the template that
 controls it or whose name it carries (``<template>-network-policy``).
 
-Two inputs of the Sandbox planner do not come from objects (spec/agent-sandbox.md §2.2 step 2,
-§2.5, §6):
+Two inputs of the Sandbox planner do not come from objects:
 
 - the write-behind and status-window clocks: when each Sandbox's Pod metadata patch, or its
   status write, was first held back. A holding pass returns them as its memo
@@ -33,10 +32,7 @@ of it from the answer to its create, and leaves it alone.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import ClassVar, Final
+from typing import Final
 
 import msgspec
 from nats.js import JetStreamContext
@@ -47,21 +43,24 @@ from api.keys import (
     LABEL_CREATED_BY,
     LABEL_SANDBOX_NAME_HASH,
     NETWORK_POLICY_NAME_SUFFIX,
+    normalize_created_by,
 )
-from services.runtime.bus import BusConfig
-from services.runtime.cache import (
-    Json,
+from api.objects import Json, annotations_of, labels_of, metadata_of
+from events.envelope import ObjectKey
+from services.runtime.worker_api import (
+    BusConfig,
+    Gauge,
     ObjectCache,
-    ObjectKey,
-    controller_of,
-    key_of,
-    labels_of,
+    Observed,
+    Reconciler,
+    ReconcileSpan,
+    Wakes,
+    WorkerDefinition,
+    wake_named,
+    wake_owner,
+    wake_self,
 )
-from services.runtime.reconcile import Plan
-from services.runtime.reconcile.tracing import ReconcileSpan
-from services.runtime.reconcile.worker import Gauge, Observed, WorkerDefinition
 from services.sandbox.core.census import SANDBOX_LABELS, count_sandboxes
-from services.sandbox.core.objects import annotations_of
 from services.sandbox.core.observation import (
     DEFAULT_CLUSTER_DOMAIN,
     SandboxObservation,
@@ -70,7 +69,6 @@ from services.sandbox.core.observation import (
     observe_template,
 )
 from services.sandbox.core.plan import WriteBehindMemo, plan_sandbox
-from services.sandbox.core.pods import normalize_created_by
 from services.sandbox.core.status import only_progress
 from services.sandbox.core.template import plan_template
 
@@ -79,9 +77,9 @@ __all__ = [
     "TEMPLATE_SPAN_NAME",
     "WATCHED_KINDS",
     "WORKER_NAME",
-    "SandboxReconciler",
-    "TemplateReconciler",
+    "sandbox_reconciler",
     "sandbox_worker",
+    "template_reconciler",
     "wakes",
 ]
 
@@ -99,99 +97,93 @@ SPAN_NAME = "ReconcileSandbox"
 TEMPLATE_SPAN_NAME = "ReconcileSandboxTemplate"
 
 
-@dataclass(frozen=True)
-class SandboxReconciler:
-    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
-    write_behind: float = 0.0
-    """Seconds the owned Pod's metadata patch may be held back (0: off; the planner bounds it)."""
-    status_window: float = 0.0
-    """Seconds a status that reports only the Pod's progress may be held back (0: off)."""
-    kind: str = field(default="Sandbox", init=False)
-    memo_type: ClassVar[type] = WriteBehindMemo
+def _own_name(obj: Json) -> str | None:
+    return str(metadata_of(obj).get("name") or "") or None
 
-    def observe(self, key: ObjectKey, observed: Observed) -> SandboxObservation:
+
+def _policy_template(policy: Json) -> str | None:
+    name = _own_name(policy) or ""
+    return (
+        name.removesuffix(NETWORK_POLICY_NAME_SUFFIX)
+        if name.endswith(NETWORK_POLICY_NAME_SUFFIX)
+        else None
+    )
+
+
+wakes = Wakes(
+    wake_self(("Sandbox", "SandboxTemplate")),
+    wake_owner(("Pod", "Service", "PersistentVolumeClaim"), "Sandbox", group=GROUP),
+    # The Pod a new Sandbox is about to adopt has no owner yet.
+    wake_named(("Pod", "Service"), "Sandbox", _own_name, known=True),
+    wake_owner("NetworkPolicy", "SandboxTemplate", group=EXTENSIONS_GROUP),
+    wake_named("NetworkPolicy", "SandboxTemplate", _policy_template),
+)
+
+
+def sandbox_reconciler(
+    *,
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
+    write_behind: float = 0.0,
+    status_window: float = 0.0,
+) -> Reconciler[SandboxObservation]:
+    """The Sandbox's reconciler. ``write_behind``: seconds the owned Pod's metadata patch may be
+    held back (0: off; the planner bounds it); ``status_window``: seconds a status that reports
+    only the Pod's progress may be held back (0: off)."""
+
+    def observe(key: ObjectKey, observed: Observed) -> SandboxObservation:
         memo = observed.memo
         return observe_sandbox(
             key,
             observed.cache,
             observed.last_error,
-            cluster_domain=self.cluster_domain,
-            write_behind=self.write_behind,
+            cluster_domain=cluster_domain,
+            write_behind=write_behind,
             pod_patch_held_since=memo.pod_patch_held_since if memo is not None else None,
-            status_window=self.status_window,
+            status_window=status_window,
             status_held_since=memo.status_held_since if memo is not None else None,
         )
 
-    def plan(self, inputs: SandboxObservation, now: datetime) -> Plan:
-        return plan_sandbox(inputs, now)
-
-    def span(self, inputs: SandboxObservation) -> ReconcileSpan | None:
-        if inputs.sandbox is None:
-            return None
-        attributes = {"sandbox.name": inputs.name, "sandbox.namespace": inputs.namespace}
-        labels = labels_of(inputs.sandbox)
-        if LABEL_CREATED_BY in labels:
-            attributes[LABEL_CREATED_BY] = normalize_created_by(str(labels[LABEL_CREATED_BY]))
-        parent = annotations_of(inputs.sandbox).get(ANNOTATION_TRACE_CONTEXT)
-        return ReconcileSpan(SPAN_NAME, attributes, str(parent) if parent else None)
-
-    def with_trace_context(self, inputs: SandboxObservation, carrier: str) -> SandboxObservation:
-        # Only a Sandbox without a trace context needs the carrier (the planner writes it);
-        # leaving it out otherwise keeps the inputs, and so the decision's digest, stable.
-        if inputs.sandbox is None or annotations_of(inputs.sandbox).get(ANNOTATION_TRACE_CONTEXT):
-            return inputs
-        return msgspec.structs.replace(inputs, trace_context=carrier)
+    return Reconciler(
+        "Sandbox",
+        observe,
+        plan_sandbox,
+        memo_type=WriteBehindMemo,
+        span=_sandbox_span,
+        with_trace_context=_sandbox_with_trace_context,
+    )
 
 
-@dataclass(frozen=True)
-class TemplateReconciler:
-    kind: str = field(default="SandboxTemplate", init=False)
+def _sandbox_span(inputs: SandboxObservation) -> ReconcileSpan | None:
+    if inputs.sandbox is None:
+        return None
+    attributes = {"sandbox.name": inputs.name, "sandbox.namespace": inputs.namespace}
+    labels = labels_of(inputs.sandbox)
+    if LABEL_CREATED_BY in labels:
+        attributes[LABEL_CREATED_BY] = normalize_created_by(str(labels[LABEL_CREATED_BY]))
+    parent = annotations_of(inputs.sandbox).get(ANNOTATION_TRACE_CONTEXT)
+    return ReconcileSpan(SPAN_NAME, attributes, str(parent) if parent else None)
 
-    def observe(self, key: ObjectKey, observed: Observed) -> TemplateObservation:
+
+def _sandbox_with_trace_context(inputs: SandboxObservation, carrier: str) -> SandboxObservation:
+    # Only a Sandbox without a trace context needs the carrier (the planner writes it);
+    # leaving it out otherwise keeps the inputs, and so the decision's digest, stable.
+    if inputs.sandbox is None or annotations_of(inputs.sandbox).get(ANNOTATION_TRACE_CONTEXT):
+        return inputs
+    return msgspec.structs.replace(inputs, trace_context=carrier)
+
+
+def template_reconciler() -> Reconciler[TemplateObservation]:
+    def observe(key: ObjectKey, observed: Observed) -> TemplateObservation:
         return observe_template(key, observed.cache, observed.last_error)
 
-    def plan(self, inputs: TemplateObservation, now: datetime) -> Plan:
-        return plan_template(inputs, now)
-
-    def span(self, inputs: TemplateObservation) -> ReconcileSpan | None:
-        if inputs.template is None:
-            return None
-        parent = annotations_of(inputs.template).get(ANNOTATION_TRACE_CONTEXT)
-        return ReconcileSpan(TEMPLATE_SPAN_NAME, {}, str(parent) if parent else None)
-
-    def with_trace_context(self, inputs: TemplateObservation, carrier: str) -> TemplateObservation:
-        return inputs
+    return Reconciler("SandboxTemplate", observe, plan_template, span=_template_span)
 
 
-def _controller(obj: Json, group: str, kind: str) -> str | None:
-    ref = controller_of(obj)
-    if ref is None or ref.get("kind") != kind:
+def _template_span(inputs: TemplateObservation) -> ReconcileSpan | None:
+    if inputs.template is None:
         return None
-    if str(ref.get("apiVersion") or "").split("/")[0] != group:
-        return None
-    return str(ref.get("name") or "") or None
-
-
-def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
-    key = key_of(obj, kind)
-    if kind in ("Sandbox", "SandboxTemplate"):
-        yield key
-    elif kind in ("Pod", "Service", "PersistentVolumeClaim"):
-        owner = _controller(obj, GROUP, "Sandbox")
-        if owner is not None:
-            yield ObjectKey("Sandbox", key.namespace, owner)
-        if kind != "PersistentVolumeClaim":
-            namesake = ObjectKey("Sandbox", key.namespace, key.name)
-            if namesake.name != owner and namesake in cache:
-                yield namesake
-    elif kind == "NetworkPolicy":
-        owner = _controller(obj, EXTENSIONS_GROUP, "SandboxTemplate")
-        if owner is not None:
-            yield ObjectKey("SandboxTemplate", key.namespace, owner)
-        if key.name.endswith(NETWORK_POLICY_NAME_SUFFIX):
-            template = key.name.removesuffix(NETWORK_POLICY_NAME_SUFFIX)
-            if template != owner:
-                yield ObjectKey("SandboxTemplate", key.namespace, template)
+    parent = annotations_of(inputs.template).get(ANNOTATION_TRACE_CONTEXT)
+    return ReconcileSpan(TEMPLATE_SPAN_NAME, {}, str(parent) if parent else None)
 
 
 async def _count_sandboxes(
@@ -218,8 +210,12 @@ def sandbox_worker(
     return WorkerDefinition(
         name=WORKER_NAME,
         reconcilers=(
-            SandboxReconciler(cluster_domain, write_behind, status_window),
-            TemplateReconciler(),
+            sandbox_reconciler(
+                cluster_domain=cluster_domain,
+                write_behind=write_behind,
+                status_window=status_window,
+            ),
+            template_reconciler(),
         ),
         watched_kinds=WATCHED_KINDS,
         wakes=wakes,

@@ -32,15 +32,17 @@ A value that does not parse stops the service at start, with the variable named.
 
 from __future__ import annotations
 
-import math
-import os
 from collections.abc import Mapping
 from typing import Final
 
-from services.runtime.bus import BusConfig
-from services.runtime.reconcile.serving import WorkerService, serve_worker
-from services.runtime.reconcile.worker import WorkerDefinition
-from services.runtime.settings import Settings
+from services.runtime.worker_api import (
+    BusConfig,
+    Settings,
+    WorkerDefinition,
+    WorkerService,
+    serve_worker,
+    setting,
+)
 from services.snapshot.core.jobs import CommitterSettings
 from services.snapshot.core.plan import CONTROLLER_NAME, SnapshotSettings
 from services.snapshot.worker import snapshot_worker
@@ -52,48 +54,31 @@ REGISTRY_ENV: Final = _PREFIX + "REGISTRY"
 DEVELOPMENT_REGISTRY: Final = "registry.sandbus.local/snapshots"
 
 
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    text = env.get(_PREFIX + name, "").strip().lower()
-    if not text:
-        return default
-    if text not in ("true", "false"):
-        raise ValueError(f"{_PREFIX}{name}={text!r}: expected true or false")
-    return text == "true"
+def settings_from(env: Mapping[str, str] | None = None) -> SnapshotSettings:
+    """The settings of ``env`` (the process's environment by default)."""
 
+    def text(name: str, default: str) -> str:
+        return setting(_PREFIX + name, str, default, env=env)
 
-def _text(env: Mapping[str, str], name: str, default: str) -> str:
-    return env.get(_PREFIX + name, "").strip() or default
-
-
-def settings_from(env: Mapping[str, str]) -> SnapshotSettings:
     defaults = CommitterSettings()
-    timeout_text = env.get(_PREFIX + "COMMIT_TIMEOUT", "").strip()
-    timeout = defaults.commit_timeout
-    if timeout_text:
-        try:
-            timeout = float(timeout_text)
-        except ValueError:
-            timeout = math.nan
-        if not (math.isfinite(timeout) and timeout >= 1):
-            raise ValueError(
-                f"{_PREFIX}COMMIT_TIMEOUT={timeout_text!r}: expected seconds, 1 or more"
-            )
     return SnapshotSettings(
-        registry=_text(env, "REGISTRY", ""),
+        registry=text("REGISTRY", ""),
         committer=CommitterSettings(
-            image=_text(env, "COMMITTER_IMAGE", defaults.image),
-            push_secret=_text(env, "PUSH_SECRET", ""),
-            registry_insecure=_flag(env, "REGISTRY_INSECURE", False),
-            containerd_socket=_text(env, "CONTAINERD_SOCKET", defaults.containerd_socket),
-            commit_timeout=timeout,
+            image=text("COMMITTER_IMAGE", defaults.image),
+            push_secret=text("PUSH_SECRET", ""),
+            registry_insecure=setting(_PREFIX + "REGISTRY_INSECURE", bool, False, env=env),
+            containerd_socket=text("CONTAINERD_SOCKET", defaults.containerd_socket),
+            commit_timeout=setting(
+                _PREFIX + "COMMIT_TIMEOUT", float, defaults.commit_timeout, minimum=1, env=env
+            ),
         ),
-        events=_flag(env, "EVENTS", True),
+        events=setting(_PREFIX + "EVENTS", bool, True, env=env),
     )
 
 
 def definition() -> WorkerDefinition:
     """The snapshot worker as this environment configures it."""
-    return snapshot_worker(settings_from(os.environ))
+    return snapshot_worker(settings_from())
 
 
 async def serve(settings: Settings, *, bus: BusConfig | None = None) -> None:

@@ -14,14 +14,17 @@ snapshot and reads its phase, and this worker commits it like any other.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
-
+from api.objects import Json, labels_of
 from api.opensandbox import LABEL_BATCH_SANDBOX_NAME, LABEL_POOL_NAME, LABEL_SANDBOX_SNAPSHOT_NAME
-from services.runtime.cache import Json, ObjectCache, ObjectKey, key_of, labels_of
-from services.runtime.reconcile import Plan
-from services.runtime.reconcile.worker import Observed, WorkerDefinition
+from events.envelope import ObjectKey
+from services.runtime.worker_api import (
+    Observed,
+    Reconciler,
+    Wakes,
+    WorkerDefinition,
+    wake_label,
+    wake_self,
+)
 from services.snapshot.core.plan import (
     SnapshotObservation,
     SnapshotSettings,
@@ -29,32 +32,26 @@ from services.snapshot.core.plan import (
     plan_snapshot,
 )
 
-__all__ = ["WATCHED_KINDS", "WORKER_NAME", "SnapshotReconciler", "snapshot_worker", "wakes"]
+__all__ = ["WATCHED_KINDS", "WORKER_NAME", "snapshot_reconciler", "snapshot_worker", "wakes"]
 
 WORKER_NAME = "snapshot"
 WATCHED_KINDS = ("SandboxSnapshot", "BatchSandbox", "Pod", "Job")
 
-
-@dataclass(frozen=True)
-class SnapshotReconciler:
-    settings: SnapshotSettings = field(default_factory=SnapshotSettings)
-    kind: str = field(default="SandboxSnapshot", init=False)
-
-    def observe(self, key: ObjectKey, observed: Observed) -> SnapshotObservation:
-        return observe_snapshot(key, observed.cache, self.settings)
-
-    def plan(self, inputs: SnapshotObservation, now: datetime) -> Plan:
-        return plan_snapshot(inputs, now)
+wakes = Wakes(
+    wake_self("SandboxSnapshot"),
+    wake_label(("Job", "Pod"), "SandboxSnapshot", LABEL_SANDBOX_SNAPSHOT_NAME),
+)
 
 
-def wakes(kind: str, obj: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
-    key = key_of(obj, kind)
-    if kind == "SandboxSnapshot":
-        yield key
-    elif kind in ("Job", "Pod"):
-        snapshot = labels_of(obj).get(LABEL_SANDBOX_SNAPSHOT_NAME)
-        if snapshot:
-            yield ObjectKey("SandboxSnapshot", key.namespace, snapshot)
+def snapshot_reconciler(
+    settings: SnapshotSettings | None = None,
+) -> Reconciler[SnapshotObservation]:
+    settings = settings or SnapshotSettings()
+
+    def observe(key: ObjectKey, observed: Observed) -> SnapshotObservation:
+        return observe_snapshot(key, observed.cache, settings)
+
+    return Reconciler("SandboxSnapshot", observe, plan_snapshot)
 
 
 def _followed_pod(pod: Json) -> bool:
@@ -70,7 +67,7 @@ def _followed_pod(pod: Json) -> bool:
 def snapshot_worker(settings: SnapshotSettings | None = None) -> WorkerDefinition:
     return WorkerDefinition(
         name=WORKER_NAME,
-        reconcilers=(SnapshotReconciler(settings or SnapshotSettings()),),
+        reconcilers=(snapshot_reconciler(settings),),
         watched_kinds=WATCHED_KINDS,
         wakes=wakes,
         follows={

@@ -1,4 +1,4 @@
-"""``sandbus task-executor``: OpenSandbox's in-pod task executor (spec/opensandbox.md §5).
+"""``sandbus task-executor``: OpenSandbox's in-pod task executor (docs/opensandbox.md §5).
 
 A controller reaches it at ``<podIP>:5758`` over plain HTTP and gives it the tasks the Pod
 should run (``POST /setTasks``), then reads their state back (``GET /getTasks``). It starts each

@@ -1,4 +1,4 @@
-"""The executor's HTTP server (spec/opensandbox.md §5 "routes", upstream's ``te/server``).
+"""The executor's HTTP server (docs/opensandbox.md §5 "routes", upstream's ``te/server``).
 
 Plain HTTP/1.1 with keep-alive, from the standard library's ``http.server``, one thread per
 connection. Not aiohttp: an executor runs in every sandbox Pod (in the development cluster, one

@@ -1,4 +1,4 @@
-"""The data dir: one directory per task, and the files in it (spec/opensandbox.md §5
+"""The data dir: one directory per task, and the files in it (docs/opensandbox.md §5
 "persistence", upstream's ``te/storage/file_store.go`` and ``te/runtime/process.go``).
 
 ``<dataDir>/<name>/`` holds:

@@ -1,7 +1,7 @@
 """``python -m services.taskexecutor.supervisor [--stop-grace S] TASK_DIR``: one task's supervisor.
 
 Upstream starts a task as ``/bin/sh -c <shim>``, a script that backgrounds the command, passes
-SIGTERM on to it, and writes its exit code to ``exit`` (spec/opensandbox.md §5 "process
+SIGTERM on to it, and writes its exit code to ``exit`` (docs/opensandbox.md §5 "process
 launch"). This is that shim, in Python, grown by the lifecycle hooks that OpenSandbox documents
 and upstream never built: the executor launches it detached (:mod:`.processes`), in a session
 of its own, so it outlives the executor, and it runs the task to its end alone:

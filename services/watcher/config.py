@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from services.runtime.bus import BusConfig
 from services.runtime.lease import LeaseTimings
+from services.runtime.settings import setting
 
 __all__ = ["WatcherConfig"]
 
@@ -43,13 +44,6 @@ _PREFIX = "SANDBUS_WATCHER_"
 
 def _default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
-
-
-def _flag(text: str | None, name: str) -> bool:
-    value = (text or "false").strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(f"{_PREFIX}{name}={text!r}: expected true or false")
-    return value == "true"
 
 
 @dataclass(frozen=True)
@@ -81,27 +75,31 @@ class WatcherConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WatcherConfig:
         env = os.environ if environ is None else environ
 
-        def get(name: str) -> str | None:
-            value = env.get(_PREFIX + name)
-            return value if value else None
+        def text(name: str, default: str) -> str:
+            return setting(_PREFIX + name, str, default, env=env)
+
+        def whole(name: str, default: int) -> int:
+            return setting(_PREFIX + name, int, default, env=env)
 
         try:
-            lease_seconds = get("LEASE_SECONDS")
+            lease_seconds = setting(
+                _PREFIX + "LEASE_SECONDS", float, None, minimum=0, above=True, env=env
+            )
             return cls(
-                identity=get("IDENTITY") or _default_identity(),
-                lease_namespace=get("LEASE_NAMESPACE") or env.get("POD_NAMESPACE") or "default",
-                lease_name=get("LEASE_NAME") or "sandbus-watcher",
-                lease=(
-                    LeaseTimings.for_duration(float(lease_seconds))
-                    if lease_seconds
-                    else LeaseTimings()
+                identity=text("IDENTITY", "") or _default_identity(),
+                lease_namespace=text(
+                    "LEASE_NAMESPACE", setting("POD_NAMESPACE", str, "default", env=env)
                 ),
-                inactivity_limit=float(get("INACTIVITY_SECONDS") or 70.0),
-                shards=int(get("SHARDS") or 32),
-                max_pending=int(get("MAX_PENDING") or 1024),
-                list_page_size=int(get("PAGE_SIZE") or 500),
+                lease_name=text("LEASE_NAME", "sandbus-watcher"),
+                lease=(
+                    LeaseTimings.for_duration(lease_seconds) if lease_seconds else LeaseTimings()
+                ),
+                inactivity_limit=setting(_PREFIX + "INACTIVITY_SECONDS", float, 70.0, env=env),
+                shards=whole("SHARDS", 32),
+                max_pending=whole("MAX_PENDING", 1024),
+                list_page_size=whole("PAGE_SIZE", 500),
                 bus=BusConfig.from_environment(env),
-                public_events=_flag(get("PUBLIC_EVENTS"), "PUBLIC_EVENTS"),
+                public_events=setting(_PREFIX + "PUBLIC_EVENTS", bool, False, env=env),
             )
         except ValueError as error:
             raise ValueError(f"invalid watcher setting in the environment: {error}") from None

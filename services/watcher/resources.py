@@ -4,8 +4,8 @@ The seven custom kinds (:data:`api.kinds.ALL_KINDS`) are watched whole, cluster-
 object of them is ours. Pods, Services, PersistentVolumeClaims, Jobs and NetworkPolicies are
 shared with the rest of the cluster, so only ours are selected: those that carry one of the
 label keys our controllers put on them, or, for NetworkPolicies, that are controlled by one of
-our kinds. By resource, and who writes the mark (spec/agent-sandbox.md §3.1, §3.3, §10,
-spec/opensandbox.md §1.5):
+our kinds. By resource, and who writes the mark (docs/agent-sandbox.md §3.1, §3.3, §10,
+docs/opensandbox.md §1.5):
 
 ==========================  ===================================================================
 Pod                         label ``agents.x-k8s.io/sandbox-name-hash`` (a Sandbox's Pod, warm
@@ -30,7 +30,7 @@ Why NetworkPolicies are selected by owner and not by label: the template's polic
 label of ours (services/sandbox/core/template.py sets none), while its controller reference is
 always there, since it is how the garbage collector deletes the policy with its template. It
 is also how upstream's template controller watches them (``Owns(NetworkPolicy)``,
-spec/agent-sandbox.md §3.1). The group and kind of the reference are compared, not its
+docs/agent-sandbox.md §3.1). The group and kind of the reference are compared, not its
 version: a reference written through another served version names the same owner. A policy
 named ``<template>-network-policy`` that someone else made is not ours and is not published;
 the sandbox worker learns of it from the answer to its create.

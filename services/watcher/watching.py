@@ -17,7 +17,7 @@ one selection:
 2. **Watch** from that resourceVersion with ``allowWatchBookmarks``; each ADDED or MODIFIED is a
    present report, each DELETED (an object deleted, or one that stopped matching the selector)
    a let-go; after each event, and at each bookmark, the merge learns how far the stream is.
-3. When the stream ends, decide by how (spec/kube-standin.md §3, "what the watcher must do"):
+3. When the stream ends, decide by how (docs/devcluster.md §3, "what the watcher must do"):
 
    ==========================================  ============================================
    clean end (``timeoutSeconds`` reached)       watch again from the last resourceVersion

@@ -11,16 +11,24 @@ bound instead of hanging.
 
 ``SANDBUS_TEST_K3S_IMAGE`` picks another K3s release; the default is the Kubernetes minor
 version the development cluster reports, so both stand for the same API.
+
+``sandbus_up`` runs `sandbus up --dir TMP/state` as a user runs it, stopped with SIGTERM (and
+checked to exit 0) after the test (tests/e2e/test_up.py, tests/e2e/claim/test_sdk.py).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import signal
+import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.up import SANDBUS, wait_for_file
 
 DOCKER_PING_TIMEOUT = 3
 """Seconds the Docker engine has to answer before the K3s tests are skipped."""
@@ -52,3 +60,33 @@ def k3s_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         path = tmp_path_factory.mktemp("k3s") / "kubeconfig"
         path.write_text(container.config_yaml())
         yield path
+
+
+@pytest.fixture
+def sandbus_up(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """`sandbus up --dir state` until it is ready; with indirect parametrization, further
+    arguments."""
+    arguments: list[str] = getattr(request, "param", [])
+    state = tmp_path / "state"
+    log = (tmp_path / "up.log").open("wb")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "metrics-port").write_text(str(port))
+    process = subprocess.Popen(
+        [SANDBUS, "up", "--dir", str(state), *arguments],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        env={**os.environ, "SANDBUS_METRICS_ADDRESS": f"127.0.0.1:{port}"},
+    )
+    try:
+        wait_for_file(state / "nats-url", process, timeout=60)
+        yield state
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, (tmp_path / "up.log").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        log.close()

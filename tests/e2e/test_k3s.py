@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.natsd import NatsServer
+from devtools.natsd import NatsServer
 from tests.e2e.services import log_tails, service
 from tests.unit.deploy.manifests import CRDS
 

@@ -18,16 +18,18 @@ import nats
 import pytest
 
 from api.keys import name_hash
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.natsd import NatsCluster
 from events.subjects import warm_queue_filter
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.kube import KubeApi
-from services.runtime.natsd import NatsCluster
-from tests.component.sandbox.conftest import FAST_KUBELET, NS, api_client, until
 from tests.component.watcher.harness import ClusterHistory, assert_exact, event_log
 from tests.e2e.claim.harness import bindings, claim_body, claims_ready
-from tests.e2e.pool.test_pool_processes import members, pool_body, ready_members, template_body
 from tests.e2e.services import log_tails, service
+from tests.e2e.world import members, pool_body, ready_members, template_body
+from tests.support.samples import NS
+from tests.support.stack import FAST_KUBELET, api_client
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 

@@ -14,18 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.natsd import NatsServer
 from services.runtime.kube import KubeApi
-from services.runtime.natsd import NatsServer
-from tests.component.sandbox.conftest import (
-    FAST_KUBELET,
-    NS,
-    api_client,
-    condition,
-    sandbox_body,
-    until,
-)
 from tests.e2e.services import log_tails, service
+from tests.support.samples import NS, condition, sandbox_body
+from tests.support.stack import FAST_KUBELET, api_client
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 

@@ -8,25 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import nats
 import pytest
 
-from services.runtime.runner import SERVICES
-
-BIN = Path(sys.executable).parent
-SANDBUS = str(BIN / "sandbus")
-KUBECTL = str(BIN / "kubectl")
+from services.cli.run import SERVICES
+from tests.e2e.up import SANDBUS, kubectl, user_env
 
 SANDBOX = """
 apiVersion: agents.x-k8s.io/v1beta1
@@ -42,77 +35,13 @@ spec:
 """
 
 
-def _wait_for_file(path: Path, process: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if process.poll() is not None:
-            raise AssertionError(f"sandbus up exited with {process.returncode}")
-        assert time.monotonic() < deadline, f"{path.name} was not written in {timeout}s"
-        time.sleep(0.05)
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-
-
-def _kubectl(
-    state: Path, tmp_path: Path, *args: str, input: str | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """kubectl against the cluster of `sandbus up --dir state`, as the README shows."""
-    return subprocess.run(
-        [
-            KUBECTL,
-            "--kubeconfig",
-            str(state / "kubeconfig"),
-            "--cache-dir",
-            str(tmp_path / "kube-cache"),
-            *args,
-        ],
-        input=input.encode() if input is not None else None,
-        capture_output=True,
-        env=_env(),
-        timeout=60,
-        check=False,
-    )
-
-
-@pytest.fixture
-def sandbus_up(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
-    """`sandbus up --dir state` until it is ready; with indirect parametrization, further
-    arguments."""
-    arguments: list[str] = getattr(request, "param", [])
-    state = tmp_path / "state"
-    log = (tmp_path / "up.log").open("wb")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    (tmp_path / "metrics-port").write_text(str(port))
-    process = subprocess.Popen(
-        [SANDBUS, "up", "--dir", str(state), *arguments],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=tmp_path,
-        env={**os.environ, "SANDBUS_METRICS_ADDRESS": f"127.0.0.1:{port}"},
-    )
-    try:
-        _wait_for_file(state / "nats-url", process, timeout=60)
-        yield state
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0, (tmp_path / "up.log").read_text()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        log.close()
-
-
 def test_a_sandbox_created_with_kubectl_shows_up_in_events_tail(
     sandbus_up: Path, tmp_path: Path
 ) -> None:
-    env = _env()
+    env = user_env()
     nats_url = (sandbus_up / "nats-url").read_text().strip()
 
-    applied = _kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=SANDBOX)
+    applied = kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=SANDBOX)
     assert applied.returncode == 0, applied.stderr.decode()
     assert b"sandbox.agents.x-k8s.io/hello-up created" in applied.stdout
 
@@ -168,13 +97,13 @@ spec:
 
 def _pool_size(state: Path, tmp_path: Path) -> tuple[int, int | None]:
     """How many Sandboxes the pool ``scaled`` has, and how many its status reports."""
-    pool = _kubectl(state, tmp_path, "get", "sandboxwarmpool/scaled", "-o", "json")
+    pool = kubectl(state, tmp_path, "get", "sandboxwarmpool/scaled", "-o", "json")
     assert pool.returncode == 0, pool.stderr.decode()
     status = json.loads(pool.stdout).get("status") or {}
     selector = status.get("selector")
     if not selector:
         return 0, status.get("replicas")
-    listed = _kubectl(state, tmp_path, "get", "sandboxes", "-l", selector, "-o", "json")
+    listed = kubectl(state, tmp_path, "get", "sandboxes", "-l", selector, "-o", "json")
     assert listed.returncode == 0, listed.stderr.decode()
     return len(json.loads(listed.stdout)["items"]), status.get("replicas")
 
@@ -187,11 +116,11 @@ def _wait_for_size(state: Path, tmp_path: Path, size: int, timeout: float) -> No
 
 
 def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> None:
-    applied = _kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=WARM_POOL)
+    applied = kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=WARM_POOL)
     assert applied.returncode == 0, applied.stderr.decode()
     _wait_for_size(sandbus_up, tmp_path, 2, timeout=60)
 
-    scaled = _kubectl(sandbus_up, tmp_path, "scale", "sandboxwarmpool/scaled", "--replicas=4")
+    scaled = kubectl(sandbus_up, tmp_path, "scale", "sandboxwarmpool/scaled", "--replicas=4")
     assert scaled.returncode == 0, scaled.stderr.decode()
     assert b"sandboxwarmpool.extensions.agents.x-k8s.io/scaled scaled" in scaled.stdout
     _wait_for_size(sandbus_up, tmp_path, 4, timeout=60)
@@ -223,11 +152,11 @@ def test_explain_rerun_makes_the_recorded_decisions_again(sandbus_up: Path, tmp_
     definitions sandbus registers: every recorded decision about a Sandbox made Ready is made
     again the same way by the planner that runs now."""
     nats_url = (sandbus_up / "nats-url").read_text().strip()
-    applied = _kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=SANDBOX)
+    applied = kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=SANDBOX)
     assert applied.returncode == 0, applied.stderr.decode()
     deadline = time.monotonic() + 60
     while True:
-        ready = _kubectl(
+        ready = kubectl(
             sandbus_up,
             tmp_path,
             "get",
@@ -244,7 +173,7 @@ def test_explain_rerun_makes_the_recorded_decisions_again(sandbus_up: Path, tmp_
         rerun = subprocess.run(
             [SANDBUS, "explain", "Sandbox/default/hello-up", "--rerun", "--nats", nats_url],
             capture_output=True,
-            env=_env(),
+            env=user_env(),
             timeout=60,
             check=False,
         )
@@ -276,7 +205,7 @@ def test_up_says_each_service_is_ready_and_passes_the_cluster_options_on(
     for hint in ("get sandboxes", "sandbus events tail --nats", "sandbus demo"):
         assert hint in hints, hints
 
-    nodes = _kubectl(sandbus_up, tmp_path, "get", "nodes", "-o", "json")
+    nodes = kubectl(sandbus_up, tmp_path, "get", "nodes", "-o", "json")
     assert nodes.returncode == 0, nodes.stderr.decode()
     assert len(json.loads(nodes.stdout)["items"]) == 2, nodes.stdout.decode()
 
@@ -309,12 +238,12 @@ def test_a_new_user_applies_every_example_and_reads_the_metrics(
     works, the example claim becomes Ready, and the one ``/metrics`` of ``sandbus up`` carries
     agent-sandbox's claim metrics and every worker's and the watcher's own."""
     examples = Path(__file__).resolve().parents[2] / "examples"
-    applied = _kubectl(sandbus_up, tmp_path, "apply", "-R", "-f", str(examples))
+    applied = kubectl(sandbus_up, tmp_path, "apply", "-R", "-f", str(examples))
     assert applied.returncode == 0, applied.stderr.decode()
 
     deadline = time.monotonic() + 120
     while True:
-        got = _kubectl(sandbus_up, tmp_path, "get", "sandboxclaim", "session-42", "-o", "json")
+        got = kubectl(sandbus_up, tmp_path, "get", "sandboxclaim", "session-42", "-o", "json")
         conditions = json.loads(got.stdout or b"{}").get("status", {}).get("conditions", [])
         if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
             break

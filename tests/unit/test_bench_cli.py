@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services.benchcmd import bench_dir
+from services.cli.bench import bench_dir
 
 SCENARIOS = ("delivery", "batch", "sustained", "burst", "fill", "watcher", "recovery", "memory")
 

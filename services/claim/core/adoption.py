@@ -1,4 +1,4 @@
-"""Warm adoption (spec/agent-sandbox.md §3.5): which pool member a claim may take, and the
+"""Warm adoption (docs/agent-sandbox.md §3.5): which pool member a claim may take, and the
 write that makes it the claim's.
 
 A member is *adoptable* by a claim when it is not being deleted, carries the warm-pool and
@@ -36,10 +36,9 @@ from api.keys import (
     LAUNCH_TYPE_WARM,
     name_hash,
 )
+from api.objects import Json, controller_of, controller_reference, labels_of, metadata_of
+from api.patching.merge import merge_patch
 from services.claim.core.metadata import claim_pod_metadata
-from services.runtime.cache import Json, controller_of, labels_of, metadata_of
-from services.runtime.reconcile.actions import merge_patch
-from services.sandbox.core.objects import controller_reference
 
 __all__ = [
     "CLAIM_API_VERSION",

@@ -1,4 +1,4 @@
-"""``cold_sandbox``: the Sandbox a claim creates when it adopts no warm one (spec/agent-sandbox.md
+"""``cold_sandbox``: the Sandbox a claim creates when it adopts no warm one (docs/agent-sandbox.md
 §3.4 "Cold create"; upstream ``createSandbox``, claim:1678-1839).
 
 - Name and namespace are the claim's, not a generated name: a claim has at most one cold
@@ -7,13 +7,14 @@
 - Labels: ``claim-uid``, the claim's raw ``created-by`` (absent when the claim has none),
   ``launch-type=cold`` and ``sandbox-template-ref-hash``; annotations: the claim's
   ``opentelemetry.io/trace-context`` (when it has one) and ``sandbox-template-ref``.
-- Spec: a deep copy of the template's SandboxBlueprint fields (the pool's
-  :data:`~services.pool.core.blueprint.BLUEPRINT_FIELDS`, so both workers copy the same ones)
-  and nothing else of the template. Then, in upstream's order, which decides the error reported
-  when a claim has several problems: the claim's volume claim templates merged per policy
+- Spec: a deep copy of the template's SandboxBlueprint fields
+  (:data:`~services.domain.agentsandbox.blueprint.BLUEPRINT_FIELDS`, so the pool and the claim
+  copy the same ones) and nothing else of the template. Then, in upstream's order, which
+  decides the error reported when a claim has several problems: the claim's volume claim
+  templates merged per policy
   (:mod:`.injection`), the pod metadata of :func:`~.metadata.claim_pod_metadata` (strict), the
   claim's env injected, the template's secure defaults
-  (:func:`~services.pool.core.secure_defaults.apply_secure_defaults`). ``operatingMode``,
+  (:func:`~services.domain.agentsandbox.secure_defaults.apply_secure_defaults`). ``operatingMode``,
   ``shutdownTime`` and ``shutdownPolicy`` are left unset: the CRD defaults apply, and the
   claim's own ``lifecycle`` is never copied (§11 item 9).
 - Owner: the claim, as controller with ``blockOwnerDeletion``, so that deleting the claim
@@ -41,12 +42,12 @@ from api.keys import (
     LAUNCH_TYPE_COLD,
     name_hash,
 )
+from api.objects import Json, controller_reference, labels_of, metadata_of
 from services.claim.core.injection import inject_env, merge_volume_claim_templates
 from services.claim.core.metadata import claim_pod_metadata
-from services.pool.core.blueprint import BLUEPRINT_FIELDS, template_ref_name
-from services.pool.core.secure_defaults import apply_secure_defaults
-from services.runtime.cache import Json, labels_of, metadata_of
-from services.sandbox.core.objects import controller_reference
+from services.domain.agentsandbox.blueprint import BLUEPRINT_FIELDS
+from services.domain.agentsandbox.secure_defaults import apply_secure_defaults
+from services.domain.agentsandbox.warmpool import template_ref_name
 
 __all__ = ["cold_sandbox"]
 

@@ -20,8 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from api.objects import Json, metadata_of
 from services.claim.core.batch.tasks import TaskReport
-from services.runtime.cache import Json, metadata_of
 
 __all__ = [
     "ANNOTATION_CLAIM_ENV_TASK",

@@ -1,5 +1,5 @@
 """What a claim may add to its template on the cold path: environment variables and volume
-claim templates (spec/agent-sandbox.md §3.6; upstream ``createSandbox``/``injectEnvs``,
+claim templates (docs/agent-sandbox.md §3.6; upstream ``createSandbox``/``injectEnvs``,
 claim:1648-1676 and 1744-1810, ``mergeVolumeClaimTemplates``, claim:1841-1922).
 
 A claim with ``spec.env`` or ``spec.volumeClaimTemplates`` never adopts a warm sandbox (§3.4
@@ -33,7 +33,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NoReturn
 
-from services.runtime.cache import Json
+from api.objects import Json
 
 __all__ = [
     "REASON_ENV_VARS_INJECTION_REJECTED",

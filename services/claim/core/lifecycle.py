@@ -1,4 +1,4 @@
-"""When a SandboxClaim expires (spec/agent-sandbox.md §3.3 steps 5-6; upstream
+"""When a SandboxClaim expires (docs/agent-sandbox.md §3.3 steps 5-6; upstream
 internal/lifecycle/expiry.go).
 
 The claim expires at the earlier of ``spec.lifecycle.shutdownTime`` and the time its mirrored
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from services.claim.core.status import condition_of
+from api.objects import condition_of
 from services.runtime.times import parse_time
 
 __all__ = ["EXPIRED_MESSAGE", "expires_at", "shutdown_policy"]

@@ -1,5 +1,5 @@
 """A claim's ``spec.additionalPodMetadata``: what a user may put on the pod, and the pod
-metadata a claim's Sandbox ends up with (spec/agent-sandbox.md §3.4, §3.5; upstream
+metadata a claim's Sandbox ends up with (docs/agent-sandbox.md §3.4, §3.5; upstream
 ``validateAdditionalPodMetadata`` and ``mergePodMetadata``, claim:1531-1646).
 
 Validation comes first in every claim reconcile (§3.4): a claim that fails it is Ready=False
@@ -38,8 +38,8 @@ from api.keys import (
     LABEL_SANDBOX_TEMPLATE_REF_HASH,
     name_hash,
 )
+from api.objects import Json, labels_of, metadata_of
 from services.claim.core.injection import REASON_RECONCILER_ERROR, ClaimInputError, go_quote
-from services.runtime.cache import Json, labels_of, metadata_of
 
 __all__ = [
     "DEFAULT_ALLOWED_LABEL_DOMAINS",

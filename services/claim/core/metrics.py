@@ -1,4 +1,4 @@
-"""agent-sandbox's claim metrics (spec/agent-sandbox.md §6), under upstream's names, labels and
+"""agent-sandbox's claim metrics (docs/agent-sandbox.md §6), under upstream's names, labels and
 buckets so that its dashboards and alerts work unchanged, and the rules of when they count.
 
 - ``agent_sandbox_claim_creation_total``: one per cold create and per warm adoption, once the
@@ -36,8 +36,8 @@ from api.keys import (
     LAUNCH_TYPE_COLD,
     LAUNCH_TYPE_WARM,
 )
-from services.pool.core.observation import is_ready
-from services.runtime.cache import ObjectKey, labels_of, metadata_of
+from api.objects import condition_of, is_ready, labels_of, metadata_of
+from events.envelope import ObjectKey
 from services.runtime.metrics import MetricSpec
 from services.runtime.reconcile.actions import Record
 from services.runtime.times import parse_time
@@ -233,10 +233,10 @@ def _sandbox_creation_ms(sandbox: Mapping[str, Any] | None) -> float | None:
     if sandbox is None:
         return None
     created = parse_time(metadata_of(sandbox).get("creationTimestamp"))
-    for condition in (sandbox.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Ready" and condition.get("status") == "True":
-            ready = parse_time(condition.get("lastTransitionTime"))
-            if created is None or ready is None or ready < created:
-                return None
-            return (ready - created).total_seconds() * _MS
-    return None
+    ready_condition = condition_of(sandbox, "Ready")
+    if ready_condition is None or ready_condition.get("status") != "True":
+        return None
+    ready = parse_time(ready_condition.get("lastTransitionTime"))
+    if created is None or ready is None or ready < created:
+        return None
+    return (ready - created).total_seconds() * _MS

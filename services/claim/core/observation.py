@@ -14,20 +14,15 @@ from typing import Any
 import msgspec
 
 from api.keys import ANNOTATION_SANDBOX_NAME, LEGACY_LABEL_SANDBOX_NAME
+from api.objects import Json, controller_of, labels_of, metadata_of
+from events.envelope import ObjectKey
 from events.subjects import SubjectError, parse_warm_subject
 from events.types import DecisionMessage as SourceMessage
 from services.claim.core.batch.tasks import TaskReport
 from services.claim.core.metadata import DEFAULT_ALLOWED_LABEL_DOMAINS
 from services.claim.core.metrics import ClaimMemo
-from services.pool.core.blueprint import template_ref_name
-from services.runtime.cache import (
-    Json,
-    ObjectCache,
-    ObjectKey,
-    controller_of,
-    labels_of,
-    metadata_of,
-)
+from services.domain.agentsandbox.warmpool import template_ref_name
+from services.runtime.cache import ObjectCache
 
 __all__ = ["ClaimObservation", "ClaimSettings", "Offer", "assigned_name", "observe_claim"]
 

@@ -1,4 +1,4 @@
-"""``plan_claim``: the SandboxClaim controller's decisions (spec/agent-sandbox.md §3.3-3.7).
+"""``plan_claim``: the SandboxClaim controller's decisions (docs/agent-sandbox.md §3.3-3.7).
 
 One pass, in upstream's order:
 
@@ -50,6 +50,9 @@ from api.keys import (
     LEGACY_LABEL_SANDBOX_NAME,
     name_hash,
 )
+from api.objects import Json, compare_resource_versions, labels_of, metadata_of
+from api.patching.merge import apply_merge_patch, merge_patch
+from events.envelope import ObjectKey
 from services.claim.core.adoption import adoptable_by, adoption_patch, controlled_by, networked
 from services.claim.core.batch.tasks import SyncTasks
 from services.claim.core.cold import cold_sandbox
@@ -72,18 +75,11 @@ from services.claim.core.status import (
     ready_reason,
     status_patch,
 )
-from services.pool.core.blueprint import template_ref_name
-from services.pool.core.staleness import is_stale
-from services.runtime.cache import (
-    Json,
-    ObjectKey,
-    compare_resource_versions,
-    labels_of,
-    metadata_of,
-)
+from services.domain.agentsandbox.staleness import is_stale
+from services.domain.agentsandbox.warmpool import template_ref_name
+from services.domain.agentsandbox.warmqueue import WARM_SOURCE, Take, WarmQueue
 from services.runtime.kube_events import event_about
 from services.runtime.reconcile.actions import (
-    WARM_SOURCE,
     Ack,
     Action,
     Create,
@@ -92,10 +88,6 @@ from services.runtime.reconcile.actions import (
     Plan,
     Refresh,
     Release,
-    Take,
-    WarmQueue,
-    apply_merge_patch,
-    merge_patch,
 )
 from services.runtime.times import parse_time, rfc3339_nano
 

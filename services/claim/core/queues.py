@@ -13,9 +13,11 @@ from datetime import datetime
 import msgspec
 
 from api.keys import name_hash
-from services.pool.core.blueprint import template_ref_name
-from services.runtime.cache import Json, ObjectKey, metadata_of
-from services.runtime.reconcile.actions import DropQueue, Plan, WarmQueue
+from api.objects import Json, metadata_of
+from events.envelope import ObjectKey
+from services.domain.agentsandbox.warmpool import template_ref_name
+from services.domain.agentsandbox.warmqueue import DropQueue, WarmQueue
+from services.runtime.reconcile.actions import Plan
 
 __all__ = ["QueueMemo", "QueueObservation", "plan_queue"]
 

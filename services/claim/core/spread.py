@@ -1,5 +1,5 @@
 """Node-spread: which node's part of a warm queue a claim takes from (upstream's
-``NodeSpread`` pick, spec/agent-sandbox.md §3.5).
+``NodeSpread`` pick, docs/agent-sandbox.md §3.5).
 
 Count the queued members of the pool per node; take from the node with the most left, and
 among nodes with as many, from the one whose member was queued first. Adopting from the
@@ -18,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from services.pool.core.members import adoptable_pool
-from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
-from services.runtime.reconcile.actions import WarmQueue
+from api.objects import Json, condition_of, metadata_of
+from events.envelope import ObjectKey
+from services.domain.agentsandbox.warmpool import adoptable_pool
+from services.domain.agentsandbox.warmqueue import WarmQueue
+from services.runtime.cache import ObjectCache
 from services.runtime.times import parse_time
 
 __all__ = ["node_spread", "queued_nodes"]
@@ -30,12 +32,9 @@ _NEVER = datetime.max
 
 def _queued_since(sandbox: Json) -> datetime:
     """When the pool queued ``sandbox``: when it became Ready."""
-    for condition in (sandbox.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Ready":
-            moment = parse_time(condition.get("lastTransitionTime"))
-            if moment is not None:
-                return moment.replace(tzinfo=None)
-    return _NEVER
+    ready = condition_of(sandbox, "Ready")
+    moment = parse_time(ready.get("lastTransitionTime")) if ready is not None else None
+    return moment.replace(tzinfo=None) if moment is not None else _NEVER
 
 
 def node_spread(members: Iterable[Json], pool: str) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""The SandboxClaim's status (spec/agent-sandbox.md §3.7): what the claim reports about its
+"""The SandboxClaim's status (docs/agent-sandbox.md §3.7): what the claim reports about its
 Sandbox, and the one reason a person reads when it is not Ready.
 
 ``Ready`` is the Sandbox's own Ready condition copied verbatim (reason, message,
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from services.runtime.cache import Json, ObjectKey, metadata_of
+from api.objects import Json, condition_of, metadata_of
+from events.envelope import ObjectKey
 from services.runtime.reconcile.actions import Patch
 
 __all__ = [
     "ClaimProblem",
     "claim_status",
-    "condition_of",
     "ready_reason",
     "rfc3339",
     "status_patch",
@@ -47,13 +47,6 @@ class ClaimProblem:
 def rfc3339(moment: datetime) -> str:
     """A ``metav1.Time``: UTC, whole seconds."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def condition_of(obj: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any] | None:
-    for entry in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if isinstance(entry, Mapping) and entry.get("type") == kind:
-            return entry
-    return None
 
 
 def _set(

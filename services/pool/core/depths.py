@@ -2,7 +2,7 @@
 
 A warm queue is the subjects ``sandbus.warm.<ns>.<template-hash>.<pool>.<node>.<sandbox>`` of
 the work-queue stream (:func:`~events.subjects.warm_subject`), one entry at most per subject.
-Counted the way ``sandbus queue ls`` counts (:mod:`services.history.queues`): the stream's
+Counted the way ``sandbus queue ls`` counts (:mod:`services.cli.history.queues`): the stream's
 info with a subject filter gives every subject's count, and a queue's depth is the sum over
 its subjects. That includes the entries a claim has taken and not acked yet: they stay stored
 until the adoption's writes land, and until then their sandboxes are still the pool's.
@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from api.keys import name_hash
+from api.objects import metadata_of
 from events.subjects import SubjectError, parse_warm_subject
-from services.pool.core.blueprint import template_ref_name
-from services.runtime.cache import metadata_of
+from services.domain.agentsandbox.warmpool import template_ref_name
 
 __all__ = ["QueueLabels", "warm_queue_depths"]
 

@@ -1,4 +1,4 @@
-"""``plan_member``: the warm queues' producer side, one pool member at a time (spec/agent-sandbox.md
+"""``plan_member``: the warm queues' producer side, one pool member at a time (docs/agent-sandbox.md
 §5, upstream ``sandboxEventHandler``; the queue itself is durable here, not memory).
 
 A member is *adoptable* while a SandboxWarmPool controls it, it is not being deleted, it carries
@@ -20,22 +20,17 @@ from datetime import datetime
 
 import msgspec
 
-from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, LABEL_WARM_POOL_SANDBOX
+from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH
+from api.objects import Json, labels_of, metadata_of
 from events.codec import nats_subject
+from events.envelope import ObjectKey
 from events.types import WarmEntry, warm_queued_event
-from services.pool.core.observation import is_ready
-from services.runtime.cache import (
-    Json,
-    ObjectCache,
-    ObjectKey,
-    controller_of,
-    labels_of,
-    metadata_of,
-)
-from services.runtime.reconcile import Plan
-from services.runtime.reconcile.actions import Enqueue, Purge
+from services.domain.agentsandbox.warmpool import adoptable_pool
+from services.domain.agentsandbox.warmqueue import Enqueue, Purge
+from services.runtime.cache import ObjectCache
+from services.runtime.reconcile.actions import Plan
 
-__all__ = ["MemberMemo", "MemberObservation", "adoptable_pool", "observe_member", "plan_member"]
+__all__ = ["MemberMemo", "MemberObservation", "observe_member", "plan_member"]
 
 SOURCE = "/sandbus/pool"
 
@@ -58,22 +53,6 @@ def observe_member(
     return MemberObservation(
         namespace=key.namespace, name=key.name, sandbox=cache.get(key), memo=memo
     )
-
-
-def adoptable_pool(sandbox: Json | None) -> str | None:
-    """The name of the SandboxWarmPool that may offer ``sandbox`` to claims, if it may (also
-    what ``sandbus queue ls`` counts a queue's entries against)."""
-    if sandbox is None or metadata_of(sandbox).get("deletionTimestamp"):
-        return None
-    owner = controller_of(sandbox)
-    if owner is None or owner.get("kind") != "SandboxWarmPool":
-        return None
-    labels = labels_of(sandbox)
-    if not labels.get(LABEL_WARM_POOL_SANDBOX) or not labels.get(LABEL_SANDBOX_TEMPLATE_REF_HASH):
-        return None
-    if not is_ready(sandbox):
-        return None
-    return str(owner.get("name") or "") or None
 
 
 def plan_member(obs: MemberObservation, now: datetime) -> Plan:

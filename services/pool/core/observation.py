@@ -9,17 +9,18 @@ state) and the pool worker's settings. ``observe_pool`` is the only reader of th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import msgspec
 
 from api.keys import ANNOTATION_POD_NAME, LABEL_WARM_POOL_SANDBOX, name_hash
-from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
+from api.objects import Json, metadata_of
+from events.envelope import ObjectKey
+from services.runtime.cache import ObjectCache
 from services.runtime.reconcile.expectations import Expectations
 
-__all__ = ["PoolMemo", "PoolObservation", "PoolSettings", "is_ready", "observe_pool", "pod_name_of"]
+__all__ = ["PoolMemo", "PoolObservation", "PoolSettings", "observe_pool", "pod_name_of"]
 
 
 class PoolSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,14 +69,6 @@ class PoolObservation(msgspec.Struct, frozen=True, kw_only=True):
     memo: PoolMemo | None = None
     settings: PoolSettings = PoolSettings()
     last_error: str | None = None
-
-
-def is_ready(obj: Mapping[str, Any]) -> bool:
-    """Whether ``obj`` (a member) reports the condition Ready=True."""
-    for entry in (obj.get("status") or {}).get("conditions") or ():
-        if entry.get("type") == "Ready":
-            return entry.get("status") == "True"
-    return False
 
 
 def pod_name_of(sandbox: Json) -> str:

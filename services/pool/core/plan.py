@@ -1,4 +1,4 @@
-"""``plan_pool``: one reconcile of one SandboxWarmPool, as a pure function (spec/agent-sandbox.md
+"""``plan_pool``: one reconcile of one SandboxWarmPool, as a pure function (docs/agent-sandbox.md
 §4.2, upstream ``reconcilePool``).
 
 In upstream's order:
@@ -51,19 +51,14 @@ from msgspec.structs import replace
 
 from api.agents import EXTENSIONS_GROUP, VERSION
 from api.keys import LABEL_LAUNCH_TYPE, LAUNCH_TYPE_WARM
-from services.pool.core.blueprint import pool_sandbox, pool_selector
-from services.pool.core.observation import (
-    PoolMemo,
-    PoolObservation,
-    PoolSettings,
-    is_ready,
-    pod_name_of,
-)
-from services.pool.core.staleness import is_stale
-from services.runtime.cache import Json, ObjectKey, controller_of, key_of, labels_of, metadata_of
+from api.objects import Json, controller_of, is_ready, labels_of, metadata_of
+from events.envelope import ObjectKey, key_of
+from services.domain.agentsandbox.blueprint import pool_sandbox
+from services.domain.agentsandbox.staleness import is_stale
+from services.domain.agentsandbox.warmpool import pool_selector
+from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings, pod_name_of
 from services.runtime.kube_events import event_about
-from services.runtime.reconcile import Action, Create, Delete, Patch, Plan
-from services.runtime.reconcile.actions import Together
+from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Together
 
 __all__ = [
     "CONTROLLER_NAME",

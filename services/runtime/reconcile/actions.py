@@ -5,7 +5,8 @@ the bus; they describe each action completely instead, and the shell (:mod:`.exe
 carries it out through the executor registered for the action's type. An action is any frozen
 dataclass with the :class:`Action` shape (``verb``, ``target``, ``why``, ``step``); a worker
 registers its own kinds with their executors in its
-:class:`~services.runtime.reconcile.worker.WorkerDefinition`, and an action whose type has no
+:class:`~.definition.WorkerDefinition` (the warm queues' kinds are agent-sandbox rules, in
+``services/domain/agentsandbox/warmqueue.py``), and an action whose type has no
 executor fails the pass instead of being guessed at.
 
 The runtime executes these kinds itself, and one grouping. Four are the writes a controller
@@ -28,17 +29,12 @@ needs:
     With optional ``uid``/``resourceVersion`` preconditions, so a delete decided on one
     incarnation of an object never removes its successor.
 
-:class:`Enqueue` and :class:`Purge` put an entry on a warm queue and take entries off it (their
-executors are in :mod:`.warm`; a worker that uses them registers ``WARM_EXECUTORS``).
-
 :class:`Together` groups actions that run at the same time (the creates of a slow-start
 batch); the plan goes on after the group only if all of them succeeded.
 
-:class:`Take` takes one entry off a warm queue for a key, and :class:`Release` gives a taken
-entry back at once; :class:`Refresh` reads one object from the API server instead of trusting
-the bus's view of it. Each of these ends the plan when it changes what the planner would see
-(an entry taken, an object read), so the key is planned again at once on what it learned.
-A queue found empty lets the plan go on: the actions after a take say what to do without one.
+:class:`Release` gives a message taken for a key back at once; :class:`Refresh` reads one
+object from the API server instead of trusting the bus's view of it, and ends the plan, so the
+key is planned again at once on what it learned.
 
 :class:`Record` counts or observes a metric once the writes before it are committed, and
 :class:`Exec` runs a command in a Pod's container.
@@ -63,7 +59,6 @@ decides, for comparing a re-run with the recorded decision.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 from collections.abc import Mapping
@@ -73,33 +68,25 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import msgspec
 
-from events.types import WarmQueued
-from services.runtime.cache import Json, ObjectKey, key_of
+from api.objects import Json
+from events.envelope import ObjectKey, key_of
 
 __all__ = [
-    "WARM_SOURCE",
     "Ack",
     "Action",
     "Create",
     "Delete",
-    "DropQueue",
-    "Enqueue",
     "Exec",
     "Patch",
     "Plan",
-    "Purge",
     "Record",
     "Refresh",
     "Release",
     "Replace",
     "SpanEvent",
     "Step",
-    "Take",
     "Together",
-    "WarmQueue",
-    "apply_merge_patch",
     "flattened",
-    "merge_patch",
     "plan_digest",
 ]
 
@@ -256,67 +243,6 @@ class Record:
     verb = "record"
 
 
-WARM_SOURCE = "warm"
-"""The source name of taken warm entries, as ``Ack`` and ``Release`` name them."""
-
-
-@dataclass(frozen=True)
-class WarmQueue:
-    """One warm queue: a namespace's entries of one template, made by one pool."""
-
-    namespace: str
-    template_hash: str
-    pool: str
-
-
-@dataclass(frozen=True)
-class Take:
-    """Take an entry of ``queue`` for ``target`` (a claim): the oldest on the node with the
-    most entries left (upstream's node-spread); see :mod:`.warm`."""
-
-    queue: WarmQueue
-    target: ObjectKey
-    why: str = ""
-    step: str = ""
-    verb = "take"
-
-
-@dataclass(frozen=True)
-class DropQueue:
-    """Remove ``queue``'s durable consumers (its pool is gone; the entries go with the members)."""
-
-    queue: WarmQueue
-    target: ObjectKey
-    why: str = ""
-    step: str = ""
-    verb = "drop queue"
-
-
-@dataclass(frozen=True)
-class Enqueue:
-    """Queue ``entry``; ``target`` is the sandbox it offers."""
-
-    entry: WarmQueued
-    why: str = ""
-    step: str = ""
-    verb = "enqueue"
-
-    @property
-    def target(self) -> ObjectKey:
-        return ObjectKey(self.entry.kind, self.entry.namespace or "", self.entry.name)
-
-
-@dataclass(frozen=True)
-class Purge:
-    """Remove the warm stream's messages under ``subject`` (a wildcard filter: a queue)."""
-
-    subject: str
-    target: ObjectKey
-    why: str = ""
-    step: str = ""
-    verb = "purge"
-
-
 @dataclass(frozen=True)
 class Together:
     """Actions carried out at the same time (upstream's slow-start batches: creates in
@@ -412,47 +338,3 @@ def _decided(action: Action) -> dict[str, Any]:
             if field.name not in ("why", "step")
         },
     }
-
-
-def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Json:
-    """The JSON merge patch that turns ``old`` into ``new`` (empty when they are equal)."""
-    patch: Json = {}
-    for name in old.keys() - new.keys():
-        patch[name] = None
-    for name, value in new.items():
-        before = old.get(name, _MISSING)
-        if before == value:
-            continue
-        if isinstance(value, Mapping) and isinstance(before, Mapping):
-            nested = merge_patch(before, value)
-            if nested:
-                patch[name] = nested
-        else:
-            patch[name] = _without_nulls(value)
-    return patch
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """``target`` with the JSON merge patch ``patch`` applied (RFC 7386: objects merge, a null
-    removes, anything else, lists included, replaces), as a new value; neither is changed."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for name, value in patch.items():
-        if value is None:
-            result.pop(name, None)
-        else:
-            result[name] = apply_merge_patch(result.get(name), value)
-    return result
-
-
-_MISSING: Any = object()
-
-
-def _without_nulls(value: Any) -> Any:
-    # In a merge patch a null means "delete"; a new object that holds a null field would
-    # otherwise be read as "delete that field", so such fields are left out, as Kubernetes
-    # leaves them out when it serialises an object.
-    if isinstance(value, Mapping):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    return value

@@ -3,7 +3,7 @@
 A worker's executors are a mapping from action type to an async function
 ``(action, context) -> Executed``; the runtime brings those of its own actions
 (:data:`RUNTIME_EXECUTORS`, and the worker's ``Ack`` and ``Release``) and a worker adds
-its own kinds (:class:`~services.runtime.reconcile.worker.WorkerDefinition`). An action whose
+its own kinds (:class:`~.definition.WorkerDefinition`). An action whose
 type has no executor fails the pass with that said: an unknown action is an error, never
 guessed at.
 
@@ -38,21 +38,30 @@ a plan rather than write as a leader it no longer is.
 
 With a tracer, the actions of each step of the plan run inside that step's child span
 (:class:`~.tracing.StepSpans`); a failed action marks its step's span as an error.
+
+:func:`carry_out` is a pass's whole execution: the key's memory written ahead of the actions it
+covers (the plan's memo and, for a reconciler that keeps them, the expectations of its creates
+and deletes), the plan executed, then the expectations completed with what the answers taught
+(the uids of created objects).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import msgspec
 from nats.js import JetStreamContext
 from opentelemetry.trace import Tracer
 
+from api.objects import Json, metadata_of
+from events.envelope import ObjectKey
 from services.runtime.bus import BusConfig
-from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
+from services.runtime.cache import ObjectCache
 from services.runtime.kube import KubeApi, KubeError
 from services.runtime.metrics import Metrics, MetricsError
 from services.runtime.reconcile.actions import (
@@ -66,21 +75,25 @@ from services.runtime.reconcile.actions import (
     Refresh,
     Replace,
     Together,
+    flattened,
 )
-from services.runtime.reconcile.sources import Delivery
+from services.runtime.reconcile.expectations import Expectations, answered, expect
 from services.runtime.reconcile.tracing import StepSpans
 
+if TYPE_CHECKING:
+    from services.runtime.reconcile.sources import Delivery
+
 __all__ = [
-    "ALREADY_GONE",
     "RUNTIME_EXECUTORS",
     "ActionFailed",
-    "ActionOutcome",
     "Executed",
     "Execution",
     "ExecutionContext",
     "Executor",
-    "execute",
+    "carry_out",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -206,6 +219,77 @@ async def _one(
         )
         return ActionOutcome(action, target, error=text, uncertain=not refused)
     return ActionOutcome(action, done.target or target, note=done.note, stale=done.stale)
+
+
+Remember = Callable[[Any, Expectations | None], Awaitable[None]]
+"""Writes the key's memory (memo as JSON builtins, expectations); raises when the bus did not
+take it."""
+
+
+async def carry_out(
+    plan: Plan,
+    executors: Mapping[type, Executor],
+    context: ExecutionContext,
+    *,
+    remember: Remember,
+    expectations: Expectations | None,
+    expects: bool,
+    now: datetime,
+    may_act: Callable[[], bool] = lambda: True,
+    tracer: Tracer | None = None,
+) -> Execution:
+    """Write the key's memory ahead of the actions it covers, execute, then record what the
+    answers taught (see the module doc). ``expectations`` are the key's, as its observe got
+    them; ``expects``: keep expectations of this plan's creates and deletes."""
+    given = expectations
+    if expects and context.key is not None:
+        owner_uid = str(metadata_of(context.cache.get(context.key) or {}).get("uid") or "")
+        if owner_uid:
+            expectations = expect(expectations, owner_uid, flattened(plan.actions), now)
+    memo = msgspec.to_builtins(plan.memo) if plan.memo is not None else None
+    try:
+        await remember(memo, expectations)
+    except Exception as error:
+        return Execution(error=f"keeping the memo of {context.key} on the bus: {error!r}")
+    execution = await execute(plan, executors, context, may_act=may_act, tracer=tracer)
+    if expectations is not None and expectations is not given:
+        learned = answered(expectations, *_answers(plan, execution, context.cache))
+        if learned != expectations:
+            try:
+                await remember(memo, learned)
+            except Exception as error:
+                # The next pass writes it again; meanwhile the names still match.
+                log.warning("keeping the answers of %s: %r", context.key, error)
+    return execution
+
+
+def _answers(
+    plan: Plan, execution: Execution, cache: ObjectCache
+) -> tuple[list[Json], list[Json], list[str]]:
+    """The objects our creates returned, the bodies of creates that surely did not happen
+    (refused, or never attempted after an earlier failure), and the uids our deletes found
+    already gone."""
+    created: list[Json] = []
+    refused: list[Json] = []
+    gone: list[str] = []
+    done = {id(outcome.action): outcome for outcome in execution.outcomes}
+    for action in flattened(plan.actions):
+        outcome = done.get(id(action))
+        if isinstance(action, Delete):
+            if outcome is not None and outcome.note == ALREADY_GONE and action.uid:
+                gone.append(action.uid)
+            continue
+        if not isinstance(action, Create):
+            continue
+        if outcome is None:
+            refused.append(action.body)
+        elif outcome.error is None:
+            obj = cache.get(outcome.target)
+            if obj is not None:
+                created.append(obj)
+        elif not outcome.uncertain:
+            refused.append(action.body)
+    return created, refused, gone
 
 
 # -- the Kubernetes writes ------------------------------------------------------------------

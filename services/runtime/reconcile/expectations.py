@@ -22,8 +22,9 @@ until its informer has seen them. This module is that, with two differences that
   expectation timeout.
 
 Only the bus-observed state settles an expectation (never the worker's own read-your-writes
-entries): that is the point of having them. All of it is pure: the worker's shell
-(:mod:`.worker`) records and settles; a planner reads :meth:`Expectations.pending`.
+entries): that is the point of having them. All of it is pure: the worker's shell records
+them (:mod:`.executing`) and keeps and settles them (:mod:`.memory`); a planner reads
+:meth:`Expectations.pending`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from services.runtime.cache import Json, ObjectKey, controller_of, key_of, metadata_of
+from api.objects import Json, controller_of, metadata_of
+from events.envelope import ObjectKey, key_of
 
 __all__ = [
     "DEFAULT_TTL",

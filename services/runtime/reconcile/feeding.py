@@ -21,7 +21,8 @@ never lists Kubernetes; it reads the bus:
    each event is handed to the worker (which updates the cache and enqueues the keys it
    wakes) and only then acked. A message that is not a valid event, or sits on another
    object's subject, is dead-lettered with the reason and acked, so it cannot wedge the
-   consumer (invariant 7); an event of a type this version does not know is skipped.
+   consumer (invariant 7 of docs/architecture.md); an event of a type this version does not know is
+   skipped.
 
 If the durable disappears (the bus was reset), the cycle starts again at step 1, state table
 included, because changes may have been missed in between.
@@ -55,7 +56,7 @@ from services.runtime.cancellation import stop_tasks, supervise
 from services.runtime.consume import ConsumeStats, consume_events
 from services.runtime.streams import push_to_end
 
-__all__ = ["BusFeed", "durable_name", "replica_durable_name", "until_nats_answers"]
+__all__ = ["BusFeed", "replica_durable_name", "until_nats_answers"]
 
 log = logging.getLogger(__name__)
 

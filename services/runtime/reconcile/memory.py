@@ -10,24 +10,32 @@ covers run, and read back when a worker starts, together with the state table.
 
 A key with nothing to remember is written as ``null`` with a TTL, so that a worker needs no
 purge right on the stream and forgotten keys expire.
+
+:class:`KeyMemory` is what a worker remembers per key: those records, and, in this process
+only, the failure of the key's last pass and how many passes in a row wrote something.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
+from api.objects import metadata_of
+from events.envelope import ObjectKey
 from events.subjects import memo_filter, memo_subject, replica_filter
 from services.runtime.bus import BusConfig
-from services.runtime.cache import ObjectKey
-from services.runtime.reconcile.expectations import Expectations
+from services.runtime.cache import ObjectCache
+from services.runtime.reconcile.expectations import Expectations, settle
 from services.runtime.streams import read_to_end
 
-__all__ = ["KeyRecord", "MemoStore"]
+__all__ = ["KeyMemory", "MemoStore"]
 
 log = logging.getLogger(__name__)
 
@@ -99,3 +107,78 @@ class MemoStore:
             if record is not None and not record.empty:
                 records[record.key] = record
         return records
+
+
+@dataclass
+class _Passes:
+    last_error: str | None = None
+    write_passes: int = 0
+
+
+class KeyMemory:
+    """What a worker remembers per key (see the module doc)."""
+
+    def __init__(self, store: MemoStore, *, ack_timeout: float) -> None:
+        self.store = store
+        self._ack_timeout = ack_timeout
+        self._records: dict[ObjectKey, KeyRecord] = {}
+        self._passes: dict[ObjectKey, _Passes] = {}
+
+    async def load(self) -> None:
+        """Read back every key's record from the bus (on start, before any pass)."""
+        self._records = await self.store.load()
+
+    def remembered(self) -> Iterable[ObjectKey]:
+        """The keys with a record: each gets a pass after a load, its object gone or not."""
+        return list(self._records)
+
+    def memo(self, key: ObjectKey) -> Any:
+        """The key's memo as it was kept (JSON builtins); None: none."""
+        record = self._records.get(key)
+        return record.memo if record is not None else None
+
+    def expectations(
+        self, key: ObjectKey, cache: ObjectCache, now: datetime, ttl: timedelta
+    ) -> Expectations | None:
+        """The key's expectations, settled against what the bus has shown."""
+        record = self._records.get(key)
+        expectations = settle(record.expectations if record else None, cache.observed, now, ttl)
+        owner_uid = metadata_of(cache.get(key) or {}).get("uid")
+        if expectations is not None and expectations.owner_uid != owner_uid:
+            # Another incarnation's (the owner was deleted, or recreated under its name):
+            # not this one's to wait for, and forgotten with the next pass's memory.
+            return None
+        return expectations
+
+    def last_error(self, key: ObjectKey) -> str | None:
+        """The failure of the key's previous pass."""
+        passes = self._passes.get(key)
+        return passes.last_error if passes else None
+
+    def passed(self, key: ObjectKey, *, wrote: bool, error: str | None) -> int:
+        """Note a pass of ``key``; returns how many passes in a row have written."""
+        passes = self._passes.setdefault(key, _Passes())
+        passes.write_passes = passes.write_passes + 1 if wrote else 0
+        passes.last_error = error
+        if passes == _Passes():
+            del self._passes[key]
+        return passes.write_passes
+
+    async def remember(self, key: ObjectKey, memo: Any, expectations: Expectations | None) -> None:
+        """Keep the key's memo (JSON builtins) and expectations, on the bus when they changed;
+        raises when the bus did not take them, so that the writes they cover are not made."""
+        record = KeyRecord(
+            kind=key.kind,
+            namespace=key.namespace,
+            name=key.name,
+            memo=memo,
+            expectations=expectations,
+        )
+        current = self._records.get(key)
+        if current == record or (current is None and record.empty):
+            return
+        await self.store.put(record, ack_timeout=self._ack_timeout)
+        if record.empty:
+            self._records.pop(key, None)
+        else:
+            self._records[key] = record

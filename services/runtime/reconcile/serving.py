@@ -52,13 +52,14 @@ from services.runtime.endpoint import READINESS, metrics_endpoint
 from services.runtime.kube import KubeApi
 from services.runtime.lease import LeaseTimings
 from services.runtime.metrics import metrics_address, process_metrics
+from services.runtime.reconcile.definition import WorkerDefinition, WorkerSettings
 from services.runtime.reconcile.feeding import replica_durable_name
 from services.runtime.reconcile.sharding import Membership, owner_of
 from services.runtime.reconcile.tracing import tracing_from_environment
-from services.runtime.reconcile.worker import Worker, WorkerDefinition, WorkerSettings
-from services.runtime.settings import Settings, kube_api_client
+from services.runtime.reconcile.worker import Worker
+from services.runtime.settings import Settings, kube_api_client, setting
 
-__all__ = ["WorkerService", "lease_settings", "serve_worker"]
+__all__ = ["WorkerService", "serve_worker"]
 
 log = logging.getLogger(__name__)
 
@@ -85,35 +86,24 @@ class LeaseSettings:
     timings: LeaseTimings
 
 
-def _positive(env: Mapping[str, str], name: str) -> float | None:
-    text = env.get(name, "").strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ValueError(f"{name}={text!r}: expected a positive number")
-    return value
-
-
-def lease_settings(worker: str, env: Mapping[str, str] = os.environ) -> LeaseSettings:
+def lease_settings(worker: str, env: Mapping[str, str] | None = None) -> LeaseSettings:
     prefix = f"SANDBUS_{worker.upper()}_"
-    seconds = _positive(env, prefix + "LEASE_SECONDS")
+    seconds = setting(prefix + "LEASE_SECONDS", float, None, minimum=0, above=True, env=env)
+    namespace = setting("POD_NAMESPACE", str, "default", env=env)
     return LeaseSettings(
-        namespace=env.get("SANDBUS_LEASE_NAMESPACE") or env.get("POD_NAMESPACE") or "default",
-        name=env.get(prefix + "LEASE_NAME") or f"sandbus-{worker}",
-        identity=env.get("SANDBUS_IDENTITY") or f"{socket.gethostname()}-{os.getpid()}",
+        namespace=setting("SANDBUS_LEASE_NAMESPACE", str, namespace, env=env),
+        name=setting(prefix + "LEASE_NAME", str, f"sandbus-{worker}", env=env),
+        identity=setting("SANDBUS_IDENTITY", str, f"{socket.gethostname()}-{os.getpid()}", env=env),
         timings=LeaseTimings.for_duration(seconds) if seconds else LeaseTimings(),
     )
 
 
-def _worker_settings(service: WorkerService, env: Mapping[str, str]) -> WorkerSettings:
-    concurrency = _positive(env, f"SANDBUS_{service.definition.name.upper()}_CONCURRENCY")
+def _worker_settings(service: WorkerService) -> WorkerSettings:
+    name = f"SANDBUS_{service.definition.name.upper()}_CONCURRENCY"
+    concurrency = setting(name, int, None, minimum=1)
     if concurrency is None:
         return service.settings
-    return dataclasses.replace(service.settings, concurrency=int(concurrency))
+    return dataclasses.replace(service.settings, concurrency=concurrency)
 
 
 async def serve_worker(
@@ -123,7 +113,7 @@ async def serve_worker(
     lost for good (then raise)."""
     bus = bus or BusConfig.from_environment()
     name = service.definition.name
-    worker_settings = _worker_settings(service, os.environ)
+    worker_settings = _worker_settings(service)
     lease = lease_settings(name) if service.replicas == "leader" else None
     tracing = tracing_from_environment(f"sandbus-{name}")
     metrics = process_metrics()
@@ -171,7 +161,9 @@ async def serve_worker(
                     worker=name,
                     identity=lease_settings(name).identity,
                     bus=bus,
-                    ttl=_positive(os.environ, f"SANDBUS_{name.upper()}_REPLICA_TTL") or 6.0,
+                    ttl=setting(
+                        f"SANDBUS_{name.upper()}_REPLICA_TTL", float, 6.0, minimum=0, above=True
+                    ),
                 )
                 work = _shard(make_worker(), membership)
             else:

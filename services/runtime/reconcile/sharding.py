@@ -35,9 +35,9 @@ import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
 
+from events.envelope import ObjectKey
 from events.subjects import decode_token, replica_filter, replica_subject
 from services.runtime.bus import BusConfig
-from services.runtime.cache import ObjectKey
 
 __all__ = ["Membership", "owner_of"]
 

@@ -10,21 +10,23 @@ an :class:`~services.runtime.reconcile.actions.Ack` of the message, and the rule
 first failed action" makes that an ack-after-commit: a worker that fails or dies before the
 ack leaves the message to come back.
 
-While a message is held, the worker keeps it alive (``in_progress``) so that a long reconcile
-or a backoff does not let JetStream hand it to another replica; if this replica dies, the ack
-wait runs out and another one gets it.
+While a message is held (:class:`HeldMessages`), the worker keeps it alive (``in_progress``)
+so that a long reconcile or a backoff does not let JetStream hand it to another replica; if
+this replica dies, the ack wait runs out and another one gets it. A plan's ``Ack`` and
+``Release`` are carried out here, and a clean stop gives every held message back at once.
 
 :class:`PullSource` is the JetStream implementation: one durable pull consumer, shared by every
 replica that names it (each message goes to one of them: active-active). A message that is not
 JSON, or names no key, is dead-lettered with the reason and terminated, never left to wedge
-the consumer (invariant 7).
+the consumer (invariant 7 of docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,12 +36,19 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from events.envelope import ObjectKey
 from events.types import DecisionMessage
 from services.runtime.bus import BusConfig, dead_letter
-from services.runtime.cache import ObjectKey
 from services.runtime.cancellation import honour_lost_cancellation
+from services.runtime.reconcile.actions import Ack, Release
+from services.runtime.reconcile.executing import (
+    ActionFailed,
+    Executed,
+    ExecutionContext,
+    Executor,
+)
 
-__all__ = ["Delivery", "Held", "PullSource", "Source", "SourceMessage"]
+__all__ = ["Delivery", "HeldMessages", "PullSource", "Source", "SourceMessage"]
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +76,13 @@ class Delivery:
 
 
 @dataclass
-class Held:
+class _Held:
     message: SourceMessage
     handle: Handle
 
 
 Deliver = Callable[[Delivery], None]
+_Wake = Callable[[ObjectKey, str], None]
 
 
 class Source(Protocol):
@@ -173,3 +183,88 @@ class PullSource:
             await msg.term()
         except (nats.errors.Error, TimeoutError) as error:
             log.warning("%s: dead-lettering failed (%r); it will come back", self.name, error)
+
+
+class HeldMessages:
+    """The messages of further sources a worker holds, by key, until a plan acks or releases
+    them. ``wake`` is told of each delivery (the key, and the message's token as its trigger)."""
+
+    def __init__(
+        self, worker: str, *, max_held: int, keepalive: float, ack_timeout: float, wake: _Wake
+    ) -> None:
+        self._worker = worker
+        self._max_held = max_held
+        self._keepalive = keepalive
+        self._ack_timeout = ack_timeout
+        self._wake = wake
+        self._held: dict[ObjectKey, dict[str, _Held]] = {}
+
+    def take(self, delivery: Delivery) -> None:
+        """One message of a further source: held for its key, which wakes."""
+        held = self._held.setdefault(delivery.key, {})
+        token = delivery.message.token
+        if token in held:
+            held[token].handle = delivery.handle  # redelivered while held: ack the newest
+            held[token].message = delivery.message
+        else:
+            held[token] = _Held(delivery.message, delivery.handle)
+        self._wake(delivery.key, token)
+
+    def messages(self, key: ObjectKey) -> tuple[SourceMessage, ...]:
+        return tuple(held.message for held in self._held.get(key, {}).values())
+
+    def room(self) -> int:
+        """How many more messages may be held now (a source fetches no more)."""
+        return self._max_held - sum(len(held) for held in self._held.values())
+
+    def executors(self) -> Mapping[type, Executor]:
+        return {Ack: self._ack, Release: self._release}
+
+    async def keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(self._keepalive)
+            for held in self._all():
+                try:
+                    await held.handle.in_progress()
+                except Exception as error:
+                    log.debug("%s: in_progress of %s: %r", self._worker, held.message.token, error)
+
+    async def hand_back(self) -> None:
+        """A clean stop gives held messages back at once instead of after their ack wait."""
+        for held in self._all():
+            with contextlib.suppress(Exception):
+                await held.handle.nak()
+        self._held.clear()
+
+    async def let_go(self, key: ObjectKey) -> None:
+        """A key this replica no longer owns: what it holds for it goes back to its queue."""
+        for held in self._held.pop(key, {}).values():
+            with contextlib.suppress(Exception):
+                await held.handle.nak()
+
+    def _all(self) -> list[_Held]:
+        return [held for by_token in self._held.values() for held in by_token.values()]
+
+    async def _ack(self, action: Ack, context: ExecutionContext) -> Executed:
+        del context
+        held = self._held.get(action.target, {}).get(action.token)
+        if held is None:
+            raise ActionFailed(f"message {action.token} of {action.source} is not held here")
+        await held.handle.ack_sync(timeout=self._ack_timeout)
+        self._drop(action.target, action.token)
+        return Executed()
+
+    async def _release(self, action: Release, context: ExecutionContext) -> Executed:
+        del context
+        held = self._drop(action.target, action.token)
+        if held is None:
+            raise ActionFailed(f"message {action.token} of {action.source} is not held here")
+        await held.handle.nak()
+        return Executed()
+
+    def _drop(self, key: ObjectKey, token: str) -> _Held | None:
+        by_token = self._held.get(key, {})
+        held = by_token.pop(token, None)
+        if not by_token:
+            self._held.pop(key, None)
+        return held

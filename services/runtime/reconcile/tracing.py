@@ -14,15 +14,15 @@ Tracing is off unless ``SANDBUS_TRACING`` turns it on, or an OTLP endpoint is se
 ``console``
     As ``on``, with each finished span printed to stderr as one JSON line (for development).
 
-What a reconcile looks like (spec/agent-sandbox.md §6): a reconciler that wants spans is a
-:class:`TracedReconciler`. It names the span and its attributes from its inputs, and hands the
-worker the object's trace-context carrier (the ``opentelemetry.io/trace-context`` annotation: a
-JSON object of W3C headers), which becomes the span's parent: a client that wrote one sees our
+What a reconcile looks like: a reconciler that wants spans sets ``span`` on its
+:class:`~.definition.Reconciler`. It names the span and its attributes from its inputs, and hands
+the worker the object's trace-context carrier (the ``opentelemetry.io/trace-context`` annotation:
+a JSON object of W3C headers), which becomes the span's parent: a client that wrote one sees our
 reconciles in its trace. Only the W3C Trace Context propagator is used, as upstream does.
 
 The planner stays pure: it never sees a tracer. The worker gives it the carrier of the running
-span *as an input* (:meth:`TracedReconciler.with_trace_context`, so the reconciler can, for
-instance, write it onto an object that has none), and the plan describes its parts as
+span *as an input* (the reconciler's ``with_trace_context``, so that it can, for instance,
+write it onto an object that has none), and the plan describes its parts as
 :class:`~.actions.Step` values, which :class:`StepSpans` turns into child spans around the
 execution of each step's writes. The decision event of a traced reconcile carries the span's
 ``traceparent``, so the decision record and the trace point at each other.
@@ -55,7 +55,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -64,22 +64,16 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from services.runtime.reconcile.actions import Plan
 
+if TYPE_CHECKING:
+    from services.runtime.reconcile.definition import Reconciler
+
 __all__ = [
-    "OTLP_ENDPOINT_ENV",
-    "OTLP_TRACES_ENDPOINT_ENV",
-    "TRACING_ENV",
     "ReconcileSpan",
     "StepSpans",
-    "TracedReconciler",
     "Tracing",
-    "event_context",
-    "otlp_traces_endpoint",
-    "parent_context",
-    "reconcile_parent",
     "trace_headers",
     "traced_reconcile",
     "tracing_from_environment",
-    "tracing_mode",
 ]
 
 log = logging.getLogger(__name__)
@@ -101,19 +95,6 @@ class ReconcileSpan:
     parent: str | None = None
     """The W3C carrier the object holds, as JSON (``{"traceparent": "00-…"}``); None: a new
     trace."""
-
-
-@runtime_checkable
-class TracedReconciler(Protocol):
-    """A reconciler whose reconciles are traced (the worker checks for these two methods)."""
-
-    def span(self, inputs: Any) -> ReconcileSpan | None:
-        """The span for a reconcile of these inputs; None: not traced (the object is gone)."""
-        ...
-
-    def with_trace_context(self, inputs: Any, carrier: str) -> Any:
-        """``inputs`` completed with the running span's carrier (JSON), for the planner."""
-        ...
 
 
 def parent_context(carrier: str | None) -> Context | None:
@@ -167,7 +148,7 @@ def trace_headers(span: Span | None) -> dict[str, str]:
 @contextlib.contextmanager
 def traced_reconcile(
     tracer: Tracer | None,
-    reconciler: object,
+    reconciler: Reconciler[Any],
     inputs: Any,
     woken_by: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[Span | None, Any]]:
@@ -178,7 +159,7 @@ def traced_reconcile(
     planner, completed with the span's carrier. The span is the current one inside the block,
     so that step spans and anything else started there become its children.
     """
-    if tracer is None or not isinstance(reconciler, TracedReconciler):
+    if tracer is None or reconciler.span is None:
         yield None, inputs
         return
     request = reconciler.span(inputs)
@@ -192,7 +173,8 @@ def traced_reconcile(
     ) as span:
         headers = trace_headers(span)
         carrier = json.dumps(headers, separators=(",", ":"), sort_keys=True) if headers else None
-        yield span, (reconciler.with_trace_context(inputs, carrier) if carrier else inputs)
+        complete = reconciler.with_trace_context
+        yield span, (complete(inputs, carrier) if carrier and complete is not None else inputs)
 
 
 class StepSpans:

@@ -1,14 +1,14 @@
-"""The executors of the warm-queue actions (the action kinds themselves are planner vocabulary,
-in :mod:`.actions`).
+"""The executors of the warm-queue actions (the action kinds are agent-sandbox rules, in
+``services/domain/agentsandbox/warmqueue.py``).
 
-:class:`~.actions.Enqueue`
+``Enqueue``
     Put one adoptable sandbox's entry (a ``WarmQueued`` event) on its queue subject. The warm
     stream holds at most one message per subject and refuses a second one (JetStream error
     10077), so an entry already queued is not a failure: the action notes "already queued".
-:class:`~.actions.Purge`
+``Purge``
     Remove what the queue holds under a subject: one entry (a ghost, a sandbox adopted or gone)
     or, with a wildcard filter, a whole queue (its template or last pool was deleted).
-:class:`~.actions.Take`
+``Take``
     :class:`WarmTaker`: one entry off a queue. Each node's part of a queue has one durable pull
     consumer, which every claim-worker replica shares, so an entry goes to exactly one of them.
     The taker pulls from the nodes in the order its ``spread`` gives (the node with the most
@@ -20,7 +20,7 @@ in :mod:`.actions`).
     dry goes on to a cold start without waiting. A taken entry is held for the claim until its
     plan acks it after the adoption's writes, or releases it; a replica that dies holding it
     leaves it to come back after the consumer's ack wait.
-:class:`~.actions.DropQueue`
+``DropQueue``
     Delete a queue's durable consumers: its pool is gone. Its entries go with the members (the
     pool worker purges each member's entry as the garbage collector deletes it), so the claim
     worker needs no right to purge the warm stream.
@@ -45,22 +45,20 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from events.codec import nats_subject
-from events.subjects import (
-    SubjectError,
-    parse_warm_subject,
-    warm_consumer_name,
-    warm_queue_filter,
-)
-from services.runtime.bus import BusConfig, enqueue_warm
-from services.runtime.cache import ObjectCache
-from services.runtime.reconcile.actions import (
+from services.domain.agentsandbox.warmqueue import (
     WARM_SOURCE,
     DropQueue,
     Enqueue,
     Purge,
     Take,
     WarmQueue,
+    consumer_name,
+    consumer_prefix,
+    nodes_by_depth,
+    queue_filter,
 )
+from services.runtime.bus import BusConfig, enqueue_warm
+from services.runtime.cache import ObjectCache
 from services.runtime.reconcile.executing import ActionFailed, Executed, ExecutionContext, Executor
 from services.runtime.reconcile.sources import Delivery, SourceMessage
 
@@ -122,13 +120,11 @@ class WarmTaker:
         return {**WARM_EXECUTORS, Take: self.take, DropQueue: self.drop}
 
     def consumer_config(self, queue: WarmQueue, node: str) -> ConsumerConfig:
-        name = warm_consumer_name(queue.namespace, queue.template_hash, queue.pool, node)
+        name = consumer_name(queue, node)
         return ConsumerConfig(
             name=name,
             durable_name=name,
-            filter_subject=warm_queue_filter(
-                queue.namespace, queue.template_hash, queue.pool, node
-            ),
+            filter_subject=queue_filter(queue, node),
             deliver_policy=DeliverPolicy.ALL,
             ack_policy=AckPolicy.EXPLICIT,
             ack_wait=self.ack_wait,
@@ -198,14 +194,8 @@ class WarmTaker:
         self, js: JetStreamContext, bus: BusConfig, queue: WarmQueue
     ) -> list[str]:
         """The nodes whose part of ``queue`` holds entries (taken ones included), most first."""
-        filter_subject = warm_queue_filter(queue.namespace, queue.template_hash, queue.pool)
-        info = await js.stream_info(bus.warm_stream, subjects_filter=filter_subject)
-        counts: dict[str, int] = {}
-        for subject, count in (info.state.subjects or {}).items():
-            with contextlib.suppress(SubjectError):
-                node = parse_warm_subject(subject).node
-                counts[node] = counts.get(node, 0) + count
-        return sorted(counts, key=lambda node: (-counts[node], node))
+        info = await js.stream_info(bus.warm_stream, subjects_filter=queue_filter(queue))
+        return nodes_by_depth(info.state.subjects or {})
 
     async def _pull(
         self, js: JetStreamContext, bus: BusConfig, queue: WarmQueue, node: str
@@ -263,9 +253,7 @@ class WarmTaker:
     async def drop(self, action: DropQueue, context: ExecutionContext) -> Executed:
         if context.js is None:
             raise ActionFailed("no bus to drop a queue from")
-        queue = action.queue
-        any_node = warm_consumer_name(queue.namespace, queue.template_hash, queue.pool, "")
-        prefix = any_node.rsplit(":", 1)[0] + ":"  # the queue's consumers, whatever the node
+        prefix = consumer_prefix(action.queue)
         names = await _consumer_names(context.js, context.bus.warm_stream)
         dropped = [name for name in names if name.startswith(prefix)]
         for name in dropped:

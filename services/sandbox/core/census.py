@@ -1,5 +1,5 @@
 """``agent_sandboxes``: how many Sandboxes there are, by what agent-sandbox's dashboards group
-them by (spec/agent-sandbox.md §6; upstream's sandbox_collector lists every Sandbox at each
+them by (docs/agent-sandbox.md §6; upstream's sandbox_collector lists every Sandbox at each
 scrape). Here the sandbox worker counts the Sandboxes of its cache, which the bus keeps
 current, so a scrape costs no API request."""
 
@@ -9,9 +9,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from api.keys import ANNOTATION_SANDBOX_TEMPLATE_REF, LABEL_CREATED_BY, LABEL_LAUNCH_TYPE
-from services.runtime.cache import controller_of, labels_of, metadata_of
-from services.sandbox.core.pods import normalize_created_by
+from api.keys import (
+    ANNOTATION_SANDBOX_TEMPLATE_REF,
+    LABEL_CREATED_BY,
+    LABEL_LAUNCH_TYPE,
+    normalize_created_by,
+)
+from api.objects import condition_of, controller_of, labels_of, metadata_of
 
 __all__ = ["SANDBOX_LABELS", "count_sandboxes"]
 
@@ -28,8 +32,7 @@ SANDBOX_LABELS: Final = (
 
 def _labels(sandbox: Mapping[str, Any]) -> tuple[str, ...]:
     meta = metadata_of(sandbox)
-    conditions = (sandbox.get("status") or {}).get("conditions") or ()
-    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    ready = condition_of(sandbox, "Ready")
     owner = controller_of(sandbox)
     owned_by = str(owner.get("kind")) if owner is not None else "None"
     created_by = labels_of(sandbox).get(LABEL_CREATED_BY)

@@ -1,4 +1,4 @@
-"""A Sandbox's headless Service (spec/agent-sandbox.md §2.3 to §2.5; upstream ``reconcileService``
+"""A Sandbox's headless Service (docs/agent-sandbox.md §2.3 to §2.5; upstream ``reconcileService``
 and ``servicePortsForSandbox``).
 
 ``spec.service`` has three values. ``true``: a headless Service named like the Sandbox
@@ -31,15 +31,15 @@ from typing import Any
 
 from api.agents import Sandbox, SandboxSpec
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH
-from services.runtime.cache import Json, ObjectKey, labels_of
-from services.runtime.reconcile import Action, Create, Delete, Patch, Replace, merge_patch
+from api.objects import Json, is_deleting, labels_of, uid_of
+from api.patching.merge import merge_patch
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Replace
 from services.sandbox.core.objects import (
     Ownership,
     adoptable,
-    deleting,
     owned_by_other_message,
     ownership,
-    uid_of,
     with_controller,
 )
 from services.sandbox.core.pods import sandbox_reference
@@ -148,7 +148,7 @@ def plan_service(sandbox: Sandbox, existing: Json | None, name_hash: str) -> Ser
 
     owner = ownership(existing, sandbox.metadata.uid or "")
     if wanted is False:
-        if owner is Ownership.OWNED and not deleting(existing):
+        if owner is Ownership.OWNED and not is_deleting(existing):
             delete = Delete(key, uid=uid_of(existing), why="spec.service is false")
             return ServicePlan(None, (delete,))
         return ServicePlan()

@@ -1,4 +1,4 @@
-"""A Sandbox's end: expiry at ``spec.shutdownTime`` (spec/agent-sandbox.md §2.2 step 3, §2.7;
+"""A Sandbox's end: expiry at ``spec.shutdownTime`` (docs/agent-sandbox.md §2.2 step 3, §2.7;
 upstream ``checkSandboxExpiry`` and ``handleSandboxExpiry``).
 
 Expiry takes two passes, so that the fact is persisted before anything is torn down:
@@ -22,9 +22,10 @@ from datetime import datetime
 
 from api.agents import Sandbox, SandboxStatus
 from api.meta import Condition
-from services.runtime.cache import Json, ObjectKey
-from services.runtime.reconcile import Action, Delete, Plan
-from services.sandbox.core.objects import Ownership, deleting, name_of, ownership, uid_of
+from api.objects import Json, is_deleting, name_of, uid_of
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Action, Delete, Plan
+from services.sandbox.core.objects import Ownership, ownership
 from services.sandbox.core.observation import SandboxObservation, resolve_pod_name
 from services.sandbox.core.status import (
     CONDITION_POD_SCHEDULED,
@@ -98,7 +99,7 @@ def plan_mark_expired(sandbox: Sandbox, key: ObjectKey, now: datetime) -> Plan:
 
 
 def _owned_and_live(obj: Json | None, uid: str) -> bool:
-    return obj is not None and ownership(obj, uid) is Ownership.OWNED and not deleting(obj)
+    return obj is not None and ownership(obj, uid) is Ownership.OWNED and not is_deleting(obj)
 
 
 def plan_expired(

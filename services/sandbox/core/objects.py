@@ -4,15 +4,15 @@ The Pods, Services and PVCs arrive as the JSON the API server serves (we do not 
 types: the planners read a handful of fields), so the accessors here tolerate absent or
 mistyped fields instead of raising: a malformed child must not stop a reconcile.
 
-Ownership follows spec/agent-sandbox.md §2.5 (``checkOwnership``): an object whose controller
+Ownership follows docs/agent-sandbox.md §2.5 (``checkOwnership``): an object whose controller
 ownerReference carries the Sandbox's UID is *owned*; one without a controller reference is
 *unowned* (adoptable only if it is labelled ``agents.x-k8s.io/adoptable=true`` or already
 carries the Sandbox's name-hash label); anything else belongs to *another* controller and is
 never touched.
 
-Which writes are conditional (DESIGN.md invariant 2: a write two actors could race carries a
-resourceVersion precondition). Adoption decides on a snapshot that another actor may change
-before the write lands: two Sandboxes that both see one unowned, adoptable Pod would each
+Which writes are conditional (docs/architecture.md invariant 2: a write two actors could race
+carries a resourceVersion precondition). Adoption decides on a snapshot that another actor may
+change before the write lands: two Sandboxes that both see one unowned, adoptable Pod would each
 write themselves in as its controller, and with ``ownerReferences`` replaced whole by a merge
 patch the second write would silently take the Pod from the first. So every adoption is made
 on the version it was planned on and refreshes on 409 Conflict (``on_conflict="refresh"``: the
@@ -45,19 +45,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH
-from services.runtime.cache import Json, controller_of, labels_of, metadata_of
+from api.objects import Json, controller_of, labels_of, metadata_of, name_of
 
 __all__ = [
     "Ownership",
     "adoptable",
-    "annotations_of",
-    "controller_reference",
-    "deleting",
-    "name_of",
     "owned_by_other_message",
     "ownership",
-    "resource_version_of",
-    "uid_of",
     "with_controller",
 ]
 
@@ -66,27 +60,6 @@ class Ownership(enum.Enum):
     OWNED = "owned"
     UNOWNED = "unowned"
     OTHER = "other"
-
-
-def name_of(obj: Mapping[str, Any]) -> str:
-    return str(metadata_of(obj).get("name") or "")
-
-
-def uid_of(obj: Mapping[str, Any]) -> str:
-    return str(metadata_of(obj).get("uid") or "")
-
-
-def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    annotations = metadata_of(obj).get("annotations")
-    return annotations if isinstance(annotations, Mapping) else {}
-
-
-def resource_version_of(obj: Mapping[str, Any]) -> str:
-    return str(metadata_of(obj).get("resourceVersion") or "")
-
-
-def deleting(obj: Mapping[str, Any]) -> bool:
-    return bool(metadata_of(obj).get("deletionTimestamp"))
 
 
 def ownership(obj: Mapping[str, Any], owner_uid: str) -> Ownership:
@@ -109,19 +82,6 @@ def owned_by_other_message(what: str, obj: Mapping[str, Any], owner_name: str) -
         f'{what} "{name_of(obj)}" is owned by {ref.get("kind")}/{ref.get("name")} '
         f'(UID: {ref.get("uid")}), not by sandbox "{owner_name}"'
     )
-
-
-def controller_reference(api_version: str, kind: str, name: str, uid: str) -> Json:
-    """The ownerReference that makes the owner the object's controller and lets the garbage
-    collector delete the object with it (``blockOwnerDeletion`` for foreground deletion)."""
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": name,
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def with_controller(obj: Mapping[str, Any], reference: Json) -> list[Json]:

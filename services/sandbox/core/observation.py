@@ -4,7 +4,7 @@ An observation holds everything a planner may look at and nothing else, as the o
 server served. It is a msgspec Struct so that the worker can digest it into the decision record
 and a replay can rebuild it from the event log and get the same digest.
 
-Which objects belong to a Sandbox's observation (spec/agent-sandbox.md §2.5):
+Which objects belong to a Sandbox's observation (docs/agent-sandbox.md §2.5):
 
 - the Sandbox itself;
 - candidate Pods: every Pod in its namespace labelled ``sandbox-name-hash=<hash>`` (the
@@ -22,7 +22,7 @@ objects, so that the planner stays a function of its arguments and the decision'
 covers everything it looked at.
 
 A SandboxTemplate's observation is the template and the NetworkPolicy
-``<template>-network-policy`` (spec §3.1).
+``<template>-network-policy`` (docs/agent-sandbox.md §3.1).
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ from api.keys import (
     NETWORK_POLICY_NAME_SUFFIX,
     name_hash,
 )
-from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
+from api.objects import Json, metadata_of
+from events.envelope import ObjectKey
+from services.runtime.cache import ObjectCache
 
 __all__ = [
     "DEFAULT_CLUSTER_DOMAIN",

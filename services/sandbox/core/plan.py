@@ -1,4 +1,4 @@
-"""``plan_sandbox``: one reconcile of one Sandbox, as a pure function (spec/agent-sandbox.md §2.2).
+"""``plan_sandbox``: one reconcile of one Sandbox, as a pure function (docs/agent-sandbox.md §2.2).
 
 The order of upstream's ``Reconcile``, and how a pass ends:
 
@@ -19,18 +19,18 @@ the API server will return, so a pass that writes children returns those writes 
 once, which finds the children converged and writes the status computed from the real
 objects. The status is never guessed, and the number of API writes is the same.
 
-Tracing (spec §2.2 step 2, §6). When the worker traces the reconcile and the Sandbox has no
-``opentelemetry.io/trace-context`` yet, the observation holds the running span's carrier and the
-pass first merge-patches it onto the Sandbox (not while it is being deleted), so that later
-reconciles, and whoever reads the Sandbox, join that trace. The children's part of a pass names
-its steps ``reconcilePVCs`` and ``reconcilePod``, upstream's child spans, and the Pod step
+Tracing (docs/agent-sandbox.md §2.2 step 2, §6). When the worker traces the reconcile and the
+Sandbox has no ``opentelemetry.io/trace-context`` yet, the observation holds the running span's
+carrier and the pass first merge-patches it onto the Sandbox (not while it is being deleted), so
+that later reconciles, and whoever reads the Sandbox, join that trace. The children's part of a pass
+names its steps ``reconcilePVCs`` and ``reconcilePod``, upstream's child spans, and the Pod step
 carries the ``ExistingPodStatusObserved``/``NewPodStatusObserved`` events (:mod:`.pods`).
 
-Write-behind (spec §2.5; upstream ``--sandbox-write-behind-window``, default 0 = off). With a
-window, the metadata patch of a Pod the Sandbox already owns (after a warm adoption: the pool's
-labels and its safe-to-evict marker) is held back until the window, counted from the first pass
-that held it and bounded at :data:`WRITE_BEHIND_BOUND`, has passed; meanwhile the pass asks to
-come back when it ends, and everything else, the status included, is written as usual, so
+Write-behind (docs/agent-sandbox.md §2.5; upstream ``--sandbox-write-behind-window``, default 0 =
+off). With a window, the metadata patch of a Pod the Sandbox already owns (after a warm adoption:
+the pool's labels and its safe-to-evict marker) is held back until the window, counted from the
+first pass that held it and bounded at :data:`WRITE_BEHIND_BOUND`, has passed; meanwhile the pass
+asks to come back when it ends, and everything else, the status included, is written as usual, so
 readiness never waits for it. Redeliveries inside the window coalesce: they hold the same patch
 without restarting the clock, and the pass after the window writes it once. No payload is kept:
 the patch is recomputed from the objects, and the start of the clock is an input
@@ -71,9 +71,10 @@ import msgspec
 
 from api.agents import Sandbox, SandboxStatus
 from api.keys import ANNOTATION_POD_NAME, ANNOTATION_TRACE_CONTEXT, name_hash
-from services.runtime.cache import Json, ObjectKey
+from api.objects import Json
+from events.envelope import ObjectKey
 from services.runtime.kube_events import event_about
-from services.runtime.reconcile import Action, Create, Patch, Plan, Step
+from services.runtime.reconcile.actions import Action, Create, Patch, Plan, Step
 from services.sandbox.core.headless import ServicePlan, plan_service
 from services.sandbox.core.lifecycle import (
     check_expiry,

@@ -1,5 +1,5 @@
 """A Sandbox's Pod: which Pod it is, whether to create, adopt, relabel or delete it
-(spec/agent-sandbox.md §2.3, §2.5, §2.7; upstream ``reconcilePod``).
+(docs/agent-sandbox.md §2.3, §2.5, §2.7; upstream ``reconcilePod``).
 
 Finding the Pod. The candidates are the Pods labelled with the Sandbox's name hash and the Pod
 named by ``resolvePodName``. The Pods the Sandbox *controls* (owner UID, not the label) decide:
@@ -52,28 +52,33 @@ from api.keys import (
     ANNOTATION_PROPAGATED_ANNOTATIONS,
     ANNOTATION_PROPAGATED_LABELS,
     ANNOTATION_TRACE_CONTEXT,
-    CREATED_BY_UNKNOWN,
-    CREATED_BY_VALUES,
     LABEL_ADOPTABLE,
     LABEL_CREATED_BY,
     LABEL_SANDBOX_NAME_HASH,
     LABEL_SANDBOX_TEMPLATE_REF_HASH,
     LABEL_WARM_POOL_SANDBOX,
     SYSTEM_KEY_PREFIXES,
+    normalize_created_by,
 )
-from services.runtime.cache import Json, ObjectKey, labels_of, metadata_of
-from services.runtime.reconcile import Action, Create, Delete, Patch, SpanEvent, merge_patch
+from api.objects import (
+    Json,
+    annotations_of,
+    controller_reference,
+    is_deleting,
+    labels_of,
+    metadata_of,
+    name_of,
+    resource_version_of,
+    uid_of,
+)
+from api.patching.merge import merge_patch
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Action, Create, Delete, Patch, SpanEvent
 from services.sandbox.core.objects import (
     Ownership,
     adoptable,
-    annotations_of,
-    controller_reference,
-    deleting,
-    name_of,
     owned_by_other_message,
     ownership,
-    resource_version_of,
-    uid_of,
     with_controller,
 )
 from services.sandbox.core.status import PodFinding
@@ -87,7 +92,6 @@ __all__ = [
     "extension_labels",
     "merge_volume_claim_volumes",
     "new_pod",
-    "normalize_created_by",
     "plan_pod",
     "sandbox_reference",
 ]
@@ -109,10 +113,6 @@ def _system_label(key: str) -> bool:
 
 def _system_annotation(key: str) -> bool:
     return key.startswith(SYSTEM_KEY_PREFIXES) or key == ANNOTATION_TRACE_CONTEXT
-
-
-def normalize_created_by(value: str) -> str:
-    return value if value in CREATED_BY_VALUES else CREATED_BY_UNKNOWN
 
 
 def sandbox_reference(sandbox: Sandbox) -> Json:
@@ -331,7 +331,7 @@ def plan_pod(sandbox: Sandbox, pods: tuple[Json, ...], name_hash: str) -> PodPla
             return result(PodFinding())
         if ownership(pod, uid) is not Ownership.OWNED:
             return result(PodFinding(pod=pod, owned=False))
-        if deleting(pod):
+        if is_deleting(pod):
             return result(PodFinding(pod=pod, owned=True))
         return result(
             PodFinding(pod=pod, owned=True),

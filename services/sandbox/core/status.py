@@ -1,4 +1,4 @@
-"""A Sandbox's status: its conditions with every reason and message of spec/agent-sandbox.md §2.6,
+"""A Sandbox's status: its conditions with every reason and message of docs/agent-sandbox.md §2.6,
 the fields mirrored from its Pod and Service, and when a changed status is worth a write.
 
 Conditions are computed from what the pod reconcile found (:class:`PodFinding`), the errors
@@ -27,8 +27,10 @@ import msgspec
 from api.agents import Sandbox, SandboxStatus
 from api.keys import LABEL_SANDBOX_NAME_HASH
 from api.meta import Condition
-from services.runtime.cache import Json, ObjectKey
-from services.runtime.reconcile import Patch, merge_patch
+from api.objects import Json, condition_of
+from api.patching.merge import merge_patch
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Patch
 
 __all__ = [
     "CONDITION_FINISHED",
@@ -103,13 +105,6 @@ def _pod_status(pod: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return status if isinstance(status, Mapping) else {}
 
 
-def _pod_condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for entry in _pod_status(pod).get("conditions") or ():
-        if isinstance(entry, Mapping) and entry.get("type") == kind:
-            return entry
-    return None
-
-
 def _phase(pod: Mapping[str, Any] | None) -> str:
     return str(_pod_status(pod).get("phase") or "")
 
@@ -136,7 +131,7 @@ write: resourceVersion, managedFields)."""
 def _on_its_way(pod: Mapping[str, Any]) -> bool:
     """A live Pod that has neither become Ready nor ended."""
     metadata = pod.get("metadata") or {}
-    ready = _pod_condition(pod, "Ready")
+    ready = condition_of(pod, "Ready")
     return (
         not metadata.get("deletionTimestamp")
         and _phase(pod) in ("", "Pending", "Running")
@@ -203,7 +198,7 @@ def _pod_scheduled(finding: PodFinding) -> ConditionValue | None:
         )
     if finding.pod is None or not finding.owned:
         return None
-    scheduled = _pod_condition(finding.pod, "PodScheduled")
+    scheduled = condition_of(finding.pod, "PodScheduled")
     if scheduled is None:
         return ConditionValue(
             CONDITION_POD_SCHEDULED,
@@ -256,7 +251,7 @@ def _ready(
         message = f"Pod exists with phase: {phase}"
     else:
         message = "Pod is Running but not Ready"
-        ready = _pod_condition(pod, "Ready")
+        ready = condition_of(pod, "Ready")
         if ready is not None and ready.get("status") == "True":
             if pod_ips(pod):
                 message, pod_ready = "Pod is Ready", True

@@ -1,5 +1,5 @@
 """``plan_template``: one reconcile of one SandboxTemplate, as a pure function
-(spec/agent-sandbox.md §3.1; upstream ``SandboxTemplateReconciler``).
+(docs/agent-sandbox.md §3.1; upstream ``SandboxTemplateReconciler``).
 
 1. The template carries ``agents.x-k8s.io/sandbox-template-ref-hash = NameHash(name)``, the
    label that pool- and claim-made Sandboxes (and their Pods) carry too; it is merge-patched
@@ -33,15 +33,10 @@ import msgspec
 
 from api.agents import EXTENSIONS_GROUP, VERSION, SandboxTemplate
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, name_hash
-from services.runtime.cache import Json, ObjectKey, labels_of
-from services.runtime.reconcile import Action, Create, Delete, Patch, Plan, Replace
-from services.sandbox.core.objects import (
-    Ownership,
-    controller_reference,
-    deleting,
-    ownership,
-    uid_of,
-)
+from api.objects import Json, controller_reference, is_deleting, labels_of, uid_of
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Replace
+from services.sandbox.core.objects import Ownership, ownership
 from services.sandbox.core.observation import TemplateObservation, network_policy_name
 
 __all__ = [
@@ -169,7 +164,7 @@ def plan_template(observation: TemplateObservation, now: datetime) -> Plan:
     owner = ownership(policy, uid) if policy is not None else None
 
     if template.spec.network_policy_management == "Unmanaged":
-        if policy is not None and owner is Ownership.OWNED and not deleting(policy):
+        if policy is not None and owner is Ownership.OWNED and not is_deleting(policy):
             actions.append(
                 Delete(policy_key, uid=uid_of(policy), why="networkPolicyManagement is Unmanaged")
             )

@@ -1,4 +1,4 @@
-"""A Sandbox's PersistentVolumeClaims, one per volume claim template (spec/agent-sandbox.md §2.3,
+"""A Sandbox's PersistentVolumeClaims, one per volume claim template (docs/agent-sandbox.md §2.3,
 §2.5; upstream ``reconcilePVCs``).
 
 The PVC of template ``data`` for Sandbox ``s`` is ``data-s``: the template's labels plus the
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 from api.agents import Sandbox
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH
-from services.runtime.cache import Json, ObjectKey
-from services.runtime.reconcile import Action, Create, Patch
+from api.objects import Json, resource_version_of
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Action, Create, Patch
 from services.sandbox.core.objects import (
     Ownership,
     adoptable,
     owned_by_other_message,
     ownership,
-    resource_version_of,
     with_controller,
 )
 from services.sandbox.core.pods import sandbox_reference

@@ -1,4 +1,4 @@
-"""Where a SandboxSnapshot's images go (spec/opensandbox.md §4.2, §9.21).
+"""Where a SandboxSnapshot's images go (docs/opensandbox.md §4.2, §9.21).
 
 Each committed container becomes ``<registry>/<sandbox>-<container>:<tag>``. The tag tells the
 two kinds of snapshot apart:
@@ -22,8 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from api.objects import controller_of, metadata_of
 from api.opensandbox import GROUP
-from services.runtime.cache import controller_of, metadata_of
 
 __all__ = ["container_names", "image_tag", "image_uri"]
 

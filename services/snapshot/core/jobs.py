@@ -1,5 +1,5 @@
 """The image-committer Jobs of a SandboxSnapshot, and what they report back
-(spec/opensandbox.md §4.3, §9.22).
+(docs/opensandbox.md §4.3, §9.22).
 
 The commit Job ``<snapshot>-commit`` runs OpenSandbox's image-committer on the source Pod's
 node (``nodeName`` is set, so the scheduler is bypassed: the committer must reach that node's
@@ -28,13 +28,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from api.objects import Json, metadata_of
 from api.opensandbox import (
     GROUP,
     LABEL_PRIVILEGED_NODE_ACCESS,
     LABEL_SANDBOX_SNAPSHOT_NAME,
     VERSION,
 )
-from services.runtime.cache import Json, metadata_of
 
 __all__ = [
     "COMMITTER_COMMAND",

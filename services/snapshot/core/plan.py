@@ -1,4 +1,4 @@
-"""``plan_snapshot``: one pass of a SandboxSnapshot (spec/opensandbox.md §4.1).
+"""``plan_snapshot``: one pass of a SandboxSnapshot (docs/opensandbox.md §4.1).
 
 A snapshot goes Pending → Committing → Succeed or Failed, and a terminal phase is never
 changed. One pass does, in order:
@@ -41,8 +41,10 @@ from typing import Any, Final
 
 import msgspec
 
+from api.objects import Json, controller_of, metadata_of
 from api.opensandbox import FINALIZER_SNAPSHOT_CLEANUP
-from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, metadata_of
+from events.envelope import ObjectKey
+from services.runtime.cache import ObjectCache
 from services.runtime.kube_events import event_about
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan
 from services.runtime.times import parse_time, rfc3339_nano

@@ -1,4 +1,4 @@
-"""Which Pod a SandboxSnapshot commits (spec/opensandbox.md §4.1 step 3, and the trap of §9.19).
+"""Which Pod a SandboxSnapshot commits (docs/opensandbox.md §4.1 step 3, and the trap of §9.19).
 
 Upstream takes the first Running Pod among the sandbox's ``alloc-status`` Pods, then among the
 Pods labelled with its name, then the Pod ``<sandbox>-0``. ``alloc-status`` only grows, and a
@@ -25,21 +25,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from api.objects import Json, controller_of, labels_of, metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ALLOC_RELEASED,
     ANNOTATION_ALLOC_STATUS,
     LABEL_POOL_NAME,
 )
-from services.pool.core.opensandbox.ledger import MalformedAnnotation, parse_pod_list
-from services.runtime.cache import (
-    Json,
-    ObjectCache,
-    ObjectKey,
-    controller_of,
-    labels_of,
-    metadata_of,
-)
+from events.envelope import ObjectKey
+from services.domain.opensandbox.allocation import MalformedAnnotation, parse_pod_list
+from services.runtime.cache import ObjectCache
 
 __all__ = ["candidate_pods", "held_pods", "source_pod"]
 

@@ -1,4 +1,4 @@
-"""Task names, which are also directory names (spec/opensandbox.md §5, "persistence").
+"""Task names, which are also directory names (docs/opensandbox.md §5, "persistence").
 
 Every task lives in ``<dataDir>/<name>/``, so a name is checked before it becomes a path, as
 upstream's ``SafeJoin`` does (``te/utils/pathutil.go``): it must be one path component that

@@ -1,4 +1,4 @@
-"""The executor's decisions over its set of tasks (spec/opensandbox.md §5, upstream's
+"""The executor's decisions over its set of tasks (docs/opensandbox.md §5, upstream's
 ``te/manager/task_manager.go``): which task may be created, what a ``setTasks`` changes, what
 a reconcile pass does, which tasks a restarted executor keeps, and how long a stop may take.
 

@@ -1,4 +1,4 @@
-"""A task as the routes answer it: :func:`render` (spec/opensandbox.md §5 "API rendering",
+"""A task as the routes answer it: :func:`render` (docs/opensandbox.md §5 "API rendering",
 upstream's ``te/server/handler.go`` convertInternalToAPITask).
 
 ``processStatus`` (process tasks only) is one container-like state:

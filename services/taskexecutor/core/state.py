@@ -1,5 +1,5 @@
 """The state machine: a task's :class:`~.records.Status` from its files, whether its supervisor
-still runs, and the time (spec/opensandbox.md §5 "state machine", upstream's
+still runs, and the time (docs/opensandbox.md §5 "state machine", upstream's
 ``te/runtime/process.go`` Inspect).
 
 The shell reads the files and the process table into an :class:`Observation`;

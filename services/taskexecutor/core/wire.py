@@ -1,4 +1,4 @@
-"""The task executor's HTTP wire (spec/opensandbox.md §5, upstream's ``tec/types.go``).
+"""The task executor's HTTP wire (docs/opensandbox.md §5, upstream's ``tec/types.go``).
 
 A task comes in as a :class:`TaskSpec` and goes out as a :class:`TaskReport`, both camelCase
 JSON. Two types rather than one, because the two directions differ on purpose:
@@ -9,8 +9,8 @@ JSON. Two types rather than one, because the two directions differ on purpose:
   client sends ``deletionTimestamp`` (which upstream's handler drops too), and a newer
   controller may send fields this executor does not know (``execMode``, ``env[].valueFrom``).
 - Out, ``deletionTimestamp`` is never sent (upstream never sends it either, so a controller
-  cannot tell a task being deleted from one that is not, spec §5 "API rendering"), and the
-  report carries ``lifecycleStatus``: the preStart and postStop hooks' outcomes, which
+  cannot tell a task being deleted from one that is not, docs/opensandbox.md §5 "API rendering"),
+  and the report carries ``lifecycleStatus``: the preStart and postStop hooks' outcomes, which
   upstream's Go types do not have and so ignore.
 
 The process fields are upstream's ``ProcessTask`` (command, args, env, workingDir,

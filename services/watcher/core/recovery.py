@@ -40,10 +40,10 @@ from typing import Final, NamedTuple
 
 import msgspec
 
+from api.objects import compare_resource_versions
 from events.envelope import ObjectKey
 from events.ids import ChangeEventId, ChangeKind, EventIdError, parse_change_event_id
 from events.types import ObjectAdded, ObjectDeleted, ObjectEvent
-from services.runtime.cache import compare_resource_versions
 from services.watcher.core.diffing import Seen
 
 __all__ = [

@@ -2,7 +2,7 @@
 (its simulated kubelet and garbage collector), a nats-server, the watcher and the claim worker,
 all in this process. Template mode, so no Pool is needed.
 
-One sandbox's life, told through the API as a user sees it (spec/opensandbox.md §3.3, §3.6-3.8,
+One sandbox's life, told through the API as a user sees it (docs/opensandbox.md §3.3, §3.6-3.8,
 and upstream's envtest cases batchsandbox_controller_test.go:122, :175, :203, :235, :329): its
 Pods are made from the template with their shard patches applied as strategic merge patches;
 the status and the endpoints follow the Pods; a deleted Pod comes back under its name; one
@@ -20,22 +20,17 @@ from pathlib import Path
 from nats.js import JetStreamContext
 
 from api.opensandbox import ANNOTATION_ENDPOINTS, LABEL_BATCH_SANDBOX_NAME, LABEL_POD_INDEX
+from devtools.cluster import DevCluster
+from events.envelope import ObjectKey
 from services.claim.core.plan import CONTROLLER_NAME
 from services.claim.worker import claim_worker
-from services.devcluster import DevCluster
 from services.runtime.bus import BusConfig
-from services.runtime.cache import ObjectKey
 from services.runtime.kube import KubeApi, KubeError
-from services.runtime.reconcile.worker import Worker, WorkerSettings
-from tests.component.sandbox.conftest import (
-    NS,
-    Json,
-    api_client,
-    bounded,
-    cluster_and_watcher,
-    loaded,
-    until,
-)
+from services.runtime.reconcile.worker import Worker
+from services.runtime.worker_api import WorkerSettings
+from tests.support.samples import NS, Json, stamp
+from tests.support.stack import api_client, bounded, cluster_and_watcher, loaded
+from tests.support.waiting import until
 
 NAME = "batch-demo"
 IMAGE = "nginx:1.27"
@@ -175,7 +170,7 @@ async def test_a_batch_sandbox_in_template_mode(nats_url: str, tmp_path: Path) -
         assert sandbox["status"]["observedGeneration"] == sandbox["metadata"]["generation"]
 
         # An expireTime a few seconds ahead deletes it when it passes, and its Pods with it.
-        expire = (datetime.now(UTC) + timedelta(seconds=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        expire = stamp(datetime.now(UTC) + timedelta(seconds=3))
         await kube.patch(key, {"spec": {"expireTime": expire}})
         assert await get("BatchSandbox", NAME) is not None
 

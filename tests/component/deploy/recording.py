@@ -44,17 +44,16 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 from aiohttp import web
 
-from services.devcluster import DevCluster
-from services.devcluster.kubeconfig import kubeconfig_document
-from services.devcluster.server import Route, parse_route
+from api.objects import Json
+from devtools.cluster import DevCluster
+from devtools.cluster.http.kubeconfig import kubeconfig_document
+from devtools.cluster.http.server import Route, parse_route
 from tests.unit.deploy.manifests import NAMESPACE, Access
 
-Json = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Resolve = Callable[[str, str], str | None]
 """(apiVersion, kind) of an owner → its resource (plural), as the API server's RESTMapper."""

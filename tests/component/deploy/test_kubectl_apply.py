@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from tests.component.devcluster.test_kubectl import KUBECTL, Kubectl
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from tests.support.kubectl import KUBECTL, Kubectl
 from tests.unit.api.manifests import EXAMPLES_DIR, example_files, load_documents
 from tests.unit.deploy.manifests import (
     CRDS,

@@ -20,6 +20,7 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from devtools.natsd import find_nats_server
 from events.codec import nats_subject, state_table_subject
 from events.subjects import (
     MEMO_SUBJECTS,
@@ -39,10 +40,9 @@ from services.runtime.bus import (
     publish_event,
     put_state,
 )
-from services.runtime.natsd import find_nats_server
 from services.runtime.reconcile.feeding import BusFeed, durable_name
 from services.runtime.reconcile.memory import KeyRecord, MemoStore
-from tests.component.deploy.conftest import Client, SecuredNats
+from tests.component.deploy.securednats import Client, SecuredNats
 from tests.unit.deploy.manifests import (
     BASE,
     NATS_CONF,

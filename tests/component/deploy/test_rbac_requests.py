@@ -36,14 +36,17 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings, WatchSettings
-from services.runtime.cache import ObjectKey
+from api.objects import Json
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings, WatchSettings
+from devtools.natsd import NatsServer
+from events.envelope import ObjectKey
+from services.cli.run import SERVICES, load_service
 from services.runtime.kube import KubeApi, KubeError
-from services.runtime.natsd import NatsServer
-from services.runtime.runner import SERVICES, load_service
 from services.runtime.settings import Settings
 from tests.component.deploy.recording import RequestRecorder, write_account_kubeconfig
-from tests.component.sandbox.conftest import FAST_KUBELET, api_client, until
+from tests.support.samples import is_ready
+from tests.support.stack import FAST_KUBELET, api_client
+from tests.support.waiting import until
 from tests.unit.deploy.manifests import (
     BASE,
     NAMESPACE,
@@ -53,7 +56,6 @@ from tests.unit.deploy.manifests import (
     render,
 )
 
-Json = dict[str, Any]
 NS = "default"
 ACCOUNTS = {service: f"sandbus-{service}" for service in SERVICES}
 REGISTRY = "registry.rbac.local/snapshots"
@@ -241,15 +243,10 @@ class World:
         await self.kube.delete(ObjectKey(kind, NS, name))
 
     async def until(self, what: str, check: Callable[[], Awaitable[bool]]) -> None:
-        try:
-            await until(check, within=STEP_BOUND)
-        except AssertionError:
-            raise AssertionError(f"not within {STEP_BOUND} s: {what}") from None
+        await until(check, within=STEP_BOUND, what=what)
 
     async def ready(self, kind: str, name: str) -> bool:
-        found = await self.get(kind, name)
-        conditions = ((found or {}).get("status") or {}).get("conditions") or ()
-        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        return is_ready(await self.get(kind, name))
 
     async def gone(self, kind: str, name: str) -> bool:
         return await self.get(kind, name) is None

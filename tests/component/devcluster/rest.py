@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
 
 import aiohttp
 
-Json = dict[str, Any]
+from api.objects import Json
 
 
 async def create(http: aiohttp.ClientSession, path: str, body: Json) -> Json:

@@ -1,4 +1,4 @@
-"""Row 22 (Pods) of spec/kube-standin.md §2 and the other built-in kinds' server rules."""
+"""Row 22 (Pods) of docs/devcluster.md §2 and the other built-in kinds' server rules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import ipaddress
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from tests.component.devcluster.conftest import failure, pod
+from tests.component.devcluster.samples import failure, pod
 
 
 async def test_pod_server_defaults(core: k8s.CoreV1Api) -> None:

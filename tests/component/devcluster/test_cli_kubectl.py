@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 import yaml
 
-from services.devcluster import DevCluster
-from tests.component.devcluster.conftest import widget
+from devtools.cluster import DevCluster
+from tests.component.devcluster.samples import widget
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")

@@ -21,11 +21,12 @@ import yaml
 
 from api.crd import crd_for
 from api.kinds import ALL_KINDS
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.devcluster.cli import register, simulation_settings
-from services.devcluster.kubelet.config import KubeletConfig
-from services.devcluster.lifecycle import CRD_STORAGE
-from tests.component.devcluster.test_kubelet import FAST, pod_body, watch_until
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.cluster.controllers.kubelet.config import KubeletConfig
+from devtools.cluster.controllers.lifecycle import CRD_STORAGE
+from services.cli.devcluster import register, simulation_settings
+from tests.component.devcluster.kubelets import FAST, pod_body
+from tests.component.devcluster.rest import watch_until
 
 
 async def served_plurals(http: aiohttp.ClientSession, group: str, version: str) -> set[str]:

@@ -16,20 +16,20 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from services.devcluster import DevCluster
-from services.devcluster.kubelet.committer import image_digest
-from services.devcluster.kubelet.config import FAIL_COMMIT_ANNOTATION
-from services.devcluster.kubelet.jobs import job_pod_name
-from tests.component.devcluster.rest import Json, create, watch_until
-from tests.component.devcluster.test_kubelet import (
+from devtools.cluster import DevCluster
+from devtools.cluster.controllers.kubelet.committer import image_digest
+from devtools.cluster.controllers.kubelet.config import FAIL_COMMIT_ANNOTATION
+from devtools.cluster.controllers.kubelet.jobs import job_pod_name
+from tests.component.devcluster.kubelets import (
     FAST,
     JOBS,
     PODS,
-    is_ready,
     job_condition,
     pod_body,
     start_cluster,
 )
+from tests.component.devcluster.rest import Json, create, watch_until
+from tests.support.samples import is_ready
 
 URI = "registry.sandbus.local/snapshots/bs-main:snap-gen1"
 SIDECAR_URI = "registry.sandbus.local/snapshots/bs-main-sidecar:snap-gen1"

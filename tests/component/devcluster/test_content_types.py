@@ -1,4 +1,4 @@
-"""Row 9 of spec/kube-standin.md §2: PATCH content types, as the HTTP layer maps them.
+"""Row 9 of docs/devcluster.md §2: PATCH content types, as the HTTP layer maps them.
 
 The patch semantics themselves are tested case by case in test_patch.py (helper D); these tests
 pin what the server does around them: which content type goes where, the status codes and
@@ -12,7 +12,7 @@ import json
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from tests.component.devcluster.conftest import (
+from tests.component.devcluster.samples import (
     GROUP,
     MERGE,
     PLURAL,
@@ -147,7 +147,7 @@ async def test_resource_version_in_patch_body_is_a_precondition(
 
 async def test_apply_requires_field_manager(http: aiohttp.ClientSession) -> None:
     """Row 9 (ValidatePatchOptions): an apply without fieldManager is refused. Upstream answers
-    422 Invalid on PatchOptions (spec §2 says 400; the real server's body is what we match)."""
+    422 Invalid on PatchOptions (docs/devcluster.md §2 row 9 records the same)."""
     async with http.patch(
         W1,
         data=b'{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1"}}',

@@ -1,6 +1,6 @@
 """CustomResourceDefinitions at run time: a POSTed CRD becomes served, established, deletable.
 
-Also row 24 of spec/kube-standin.md §2 (dryRun), which is easiest to see on a CR.
+Also row 24 of docs/devcluster.md §2 (dryRun), which is easiest to see on a CR.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster
-from tests.component.devcluster.conftest import (
+from devtools.cluster import DevCluster
+from tests.component.devcluster.samples import (
     GROUP,
     PLURAL,
     VERSION,
     WIDGET_CRD,
     create_widget,
     failure,
-    until,
     widget,
 )
+from tests.support.waiting import until
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CRD_STORAGE = "customresourcedefinitions.apiextensions.k8s.io"
@@ -41,7 +41,7 @@ async def wait_condition(
         crd = cluster.store.get(CRD_STORAGE, "", name) or {}
         return any(c["type"] == ctype for c in crd.get("status", {}).get("conditions", []))
 
-    await until(cluster, has_condition)
+    await until(has_condition, within=5.0, what=f"CRD {name} to have condition {ctype}")
     async with http.get(f"{CRDS}/{name}") as response:
         crd: dict[str, Any] = await response.json()
     return crd
@@ -105,7 +105,11 @@ async def test_deleting_a_crd_deletes_its_instances_then_stops_serving(
         assert response.status == 200
         body = await response.json()
     assert body["metadata"]["finalizers"] == ["customresourcecleanup.apiextensions.k8s.io"]
-    await until(cluster, lambda: cluster.store.get(CRD_STORAGE, "", "widgets.example.com") is None)
+    await until(
+        lambda: cluster.store.get(CRD_STORAGE, "", "widgets.example.com") is None,
+        within=5.0,
+        what="the CRD to be gone",
+    )
     assert cluster.store.count("widgets.example.com") == 0
     async with http.get(f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}") as response:
         assert response.status == 404

@@ -1,4 +1,4 @@
-"""Rows 1, 7, 8 and 15 of spec/kube-standin.md §2: resourceVersion, create, update, bool params."""
+"""Rows 1, 7, 8 and 15 of docs/devcluster.md §2: resourceVersion, create, update, bool params."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster
-from services.devcluster.meta import GENERATE_ALPHABET
-from tests.component.devcluster.conftest import (
+from devtools.cluster import DevCluster
+from devtools.cluster.apirules.meta import GENERATE_ALPHABET
+from tests.component.devcluster.samples import (
     GROUP,
     PLURAL,
     VERSION,

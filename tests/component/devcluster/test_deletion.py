@@ -1,12 +1,12 @@
-"""Rows 12, 19 (the API side) and 22 (graceful deletion) of spec/kube-standin.md §2."""
+"""Rows 12, 19 (the API side) and 22 (graceful deletion) of docs/devcluster.md §2."""
 
 from __future__ import annotations
 
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster
-from tests.component.devcluster.conftest import (
+from devtools.cluster import DevCluster
+from tests.component.devcluster.samples import (
     GROUP,
     MERGE,
     PLURAL,

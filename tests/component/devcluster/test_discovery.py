@@ -1,4 +1,4 @@
-"""Row 23 of spec/kube-standin.md §2: discovery, as the DynamicClient and kubectl read it."""
+"""Row 23 of docs/devcluster.md §2: discovery, as the DynamicClient and kubectl read it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.dynamic import DynamicClient
 
-from tests.component.devcluster.conftest import GROUP, VERSION, widget
+from tests.component.devcluster.samples import GROUP, VERSION, widget
 
 
 async def test_version(http: aiohttp.ClientSession) -> None:

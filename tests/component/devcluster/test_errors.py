@@ -1,4 +1,4 @@
-"""Row 13 of spec/kube-standin.md §2: every non-2xx is a metav1.Status with an exact reason."""
+"""Row 13 of docs/devcluster.md §2: every non-2xx is a metav1.Status with an exact reason."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster
-from tests.component.devcluster.conftest import GROUP, PLURAL, VERSION, failure
+from devtools.cluster import DevCluster
+from tests.component.devcluster.samples import GROUP, PLURAL, VERSION, failure
 
 WIDGETS = f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}"
 

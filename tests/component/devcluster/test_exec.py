@@ -2,7 +2,7 @@
 WebSocket protocol a client speaks (sandbus's own :meth:`KubeApi.exec`, raw aiohttp, and the
 ``kubectl`` binary), the refusals a real API server and kubelet give, and the simulated runtime:
 ``kill 1`` ends the container's PID 1 and the kubelet starts it again under a new containerID
-(services/devcluster/podexec.py, and the ``exited`` stage of kubelet/stages.py)."""
+(devtools/cluster/http/podexec.py, and the ``exited`` stage of kubelet/stages.py)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,16 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.devcluster.kubelet.config import FAIL_ANNOTATION, KubeletConfig
-from services.devcluster.podexec import EXEC_EXIT_CODE_ANNOTATION
-from services.runtime.cache import ObjectCache, ObjectKey
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.cluster.controllers.kubelet.config import FAIL_ANNOTATION, KubeletConfig
+from devtools.cluster.http.podexec import EXEC_EXIT_CODE_ANNOTATION
+from events.envelope import ObjectKey
+from services.runtime.cache import ObjectCache
 from services.runtime.kube import KubeApi, KubeError
 from services.runtime.reconcile.actions import Exec, Plan
 from services.runtime.reconcile.executing import RUNTIME_EXECUTORS, ExecutionContext, execute
 from tests.component.devcluster.rest import Json, create, watch_until
+from tests.support.samples import is_ready
 
 FAST = KubeletConfig(
     nodes=1,
@@ -80,11 +82,6 @@ def pod(name: str = "p", *, annotations: dict[str, str] | None = None, **spec: A
     }
 
 
-def ready(obj: Json | None) -> bool:
-    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
 def container(obj: Json | None, name: str) -> Json:
     statuses = ((obj or {}).get("status") or {}).get("containerStatuses") or []
     found: Json = next(s for s in statuses if s["name"] == name)
@@ -94,7 +91,7 @@ def container(obj: Json | None, name: str) -> Json:
 async def running_pod(http: aiohttp.ClientSession, body: Json) -> Json:
     await create(http, PODS, body)
     name = body["metadata"]["name"]
-    return (await watch_until(http, PODS, name, ready))[-1] or {}
+    return (await watch_until(http, PODS, name, is_ready))[-1] or {}
 
 
 async def current(http: aiohttp.ClientSession, name: str) -> Json:
@@ -121,11 +118,11 @@ async def test_kill_1_restarts_the_container(http: aiohttp.ClientSession, kube: 
     terminated = container(exited, "main")["state"]["terminated"]
     assert terminated["exitCode"] == 0 and terminated["reason"] == "Completed"
     assert terminated["containerID"] == old_main["containerID"]
-    assert not ready(exited) and not container(exited, "main")["ready"]
+    assert not is_ready(exited) and not container(exited, "main")["ready"]
     assert container(exited, "sidecar") == old_sidecar
 
     def restarted(obj: Json | None) -> bool:
-        return ready(obj) and container(obj, "main")["restartCount"] == 1
+        return is_ready(obj) and container(obj, "main")["restartCount"] == 1
 
     after = (await watch_until(http, PODS, "p", restarted))[-1]
     main = container(after, "main")
@@ -159,7 +156,7 @@ async def test_signals_to_pid_1(
     assert (await kube.exec(NS, "p", "main", command)).exit_code == 0
 
     def restarted(obj: Json | None) -> bool:
-        return container(obj, "main")["restartCount"] == 1 and ready(obj)
+        return container(obj, "main")["restartCount"] == 1 and is_ready(obj)
 
     main = container((await watch_until(http, PODS, "p", restarted))[-1], "main")
     assert main["containerID"] != old
@@ -353,7 +350,7 @@ async def test_kubectl_exec_kill_1(
     )
 
     def restarted(obj: Json | None) -> bool:
-        return container(obj, "main")["restartCount"] == 1 and ready(obj)
+        return container(obj, "main")["restartCount"] == 1 and is_ready(obj)
 
     after = (await watch_until(http, PODS, "p", restarted))[-1]
     assert container(after, "main")["containerID"] != old

@@ -1,4 +1,4 @@
-"""Latency model and fault injection (spec/kube-standin.md §4.5), and the §3 failure table."""
+"""Latency model and fault injection (docs/devcluster.md §4.5), and the §3 failure table."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from services.devcluster import DevCluster, LatencyModel
-from tests.component.devcluster.conftest import (
+from devtools.cluster import DevCluster, LatencyModel
+from tests.component.devcluster.samples import (
     GROUP,
     PLURAL,
     VERSION,

@@ -1,4 +1,5 @@
-"""Owner-reference garbage collection (spec §2 row 19) against a real in-process DevCluster.
+"""Owner-reference garbage collection (docs/devcluster.md §2 row 19) against a real in-process
+DevCluster.
 
 The collector runs as its own client of the API (started here directly, so the tests can see its
 pass counter); the cluster's built-in kubelet is off, and dependents that must linger carry a
@@ -13,9 +14,9 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.devcluster.faults import FaultRule
-from services.devcluster.gc import GarbageCollector, GcConfig
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.cluster.controllers.gc import GarbageCollector, GcConfig
+from devtools.cluster.http.faults import FaultRule
 from tests.component.devcluster.rest import Json, create, watch_until
 
 HOLD = "test.sandbus.io/hold"

@@ -5,14 +5,14 @@ validate, computes three-way patches, sends server-side apply, follows ``continu
 waits on watches and prints the server's Status bodies through its own error formatting. Each
 test runs one or more kubectl commands against an in-process :class:`DevCluster` and asserts
 the exit code and the exact text a user would read, and names the row of
-spec/kube-standin.md §2 it checks.
+docs/devcluster.md §2 it checks.
 
-How kubectl runs here: as an asyncio subprocess (the server runs on the test's own loop, so
-the test must not block it), with a kubeconfig the cluster wrote, a per-test ``--cache-dir``
-(discovery caches are keyed by host:port, and ports are reused) and an environment without the
-user's KUBECONFIG, proxies or home directory. The cluster runs its garbage collector (the
-deletion tests wait for it) but no kubelet, so Pods stay Pending and unscheduled; latency is
-zero.
+How kubectl runs here (:class:`tests.support.kubectl.Kubectl`): as an asyncio subprocess (the
+server runs on the test's own loop, so the test must not block it), with a kubeconfig the
+cluster wrote, a per-test ``--cache-dir`` (discovery caches are keyed by host:port, and ports
+are reused) and an environment without the user's KUBECONFIG, proxies or home directory. The
+cluster runs its garbage collector (the deletion tests wait for it) but no kubelet, so Pods stay
+Pending and unscheduled; latency is zero.
 
 Where kubectl shows the development cluster behaving differently from a real API server, the
 test states what the real one does and is marked ``xfail(strict=True)`` with the difference in
@@ -21,25 +21,20 @@ its reason, so that it starts failing (and must be unmarked) the day the differe
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
-import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
+from api.objects import Json
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from tests.support.kubectl import KUBECTL, LINE_TIMEOUT, Kubectl
+from tests.support.waiting import until
 
-Json = dict[str, Any]
-
-KUBECTL = Path(sys.executable).parent / "kubectl"
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples"
 OBSERVED = REPO / "tests" / "fixtures" / "observed"
@@ -50,108 +45,8 @@ SANDBOX = "sandbox.agents.x-k8s.io"
 POOL = "sandboxwarmpool.extensions.agents.x-k8s.io"
 HOLD = "example.com/hold"
 RELEASE = '[{"op":"remove","path":"/metadata/finalizers"}]'
-COMMAND_TIMEOUT = 30.0
-LINE_TIMEOUT = 10.0
 
 pytestmark = pytest.mark.skipif(not KUBECTL.exists(), reason=f"no kubectl at {KUBECTL}")
-
-
-# -- running kubectl ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-class Kubectl:
-    """Runs the kubectl binary against one cluster, with state confined to the test's tmp_path."""
-
-    def __init__(self, kubeconfig: Path, cache_dir: Path, home: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.cache_dir = cache_dir
-        self.env = {
-            key: value
-            for key, value in os.environ.items()
-            if key != "KUBECONFIG" and not key.lower().endswith("_proxy")
-        }
-        # A fresh HOME keeps the user's ~/.kube (cache, kuberc preferences) out of the run.
-        self.env["HOME"] = str(home)
-
-    def argv(self, args: Sequence[str]) -> list[str]:
-        return [
-            str(KUBECTL),
-            f"--kubeconfig={self.kubeconfig}",
-            f"--cache-dir={self.cache_dir}",
-            *args,
-        ]
-
-    async def __call__(self, *args: str, stdin: str | None = None) -> Result:
-        process = await asyncio.create_subprocess_exec(
-            *self.argv(args),
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-        try:
-            out, err = await asyncio.wait_for(
-                process.communicate(stdin.encode() if stdin is not None else None),
-                COMMAND_TIMEOUT,
-            )
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise AssertionError(f"kubectl {' '.join(args)} did not finish") from None
-        assert process.returncode is not None
-        return Result(process.returncode, out.decode(), err.decode())
-
-    async def ok(self, *args: str, stdin: str | None = None) -> str:
-        """Run a command that must succeed; its stdout."""
-        result = await self(*args, stdin=stdin)
-        assert result.code == 0, result
-        return result.out
-
-    async def json(self, *args: str) -> Json:
-        document: Json = json.loads(await self.ok(*args, "-o", "json"))
-        return document
-
-    @asynccontextmanager
-    async def streaming(self, *args: str) -> AsyncIterator[Lines]:
-        """A long-running command (``get -w``), killed when the block ends."""
-        process = await asyncio.create_subprocess_exec(
-            *self.argv(args),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-        try:
-            yield Lines(process)
-        finally:
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
-
-
-class Lines:
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-
-    async def next(self) -> str:
-        """The next line of stdout; fails if none comes within LINE_TIMEOUT."""
-        assert self.process.stdout is not None
-        try:
-            line = await asyncio.wait_for(self.process.stdout.readline(), LINE_TIMEOUT)
-        except TimeoutError:
-            raise AssertionError("kubectl printed no further line") from None
-        if not line:
-            assert self.process.stderr is not None
-            err = (await self.process.stderr.read()).decode()
-            raise AssertionError(f"kubectl closed its output: {err}")
-        return line.decode().rstrip("\n")
 
 
 @pytest.fixture
@@ -720,13 +615,15 @@ async def test_get_watch_with_a_selector_sees_objects_leave_and_enter(kubectl: K
 
 async def kubectl_is_watching(cluster: DevCluster, resource: str) -> None:
     """Wait until the server holds a watch on ``resource`` opened by kubectl."""
-    deadline = asyncio.get_running_loop().time() + LINE_TIMEOUT
-    while not any(
-        watch.info.resource == resource and watch.info.user_agent.startswith("kubectl/")
-        for watch in cluster.watches.active()
-    ):
-        assert asyncio.get_running_loop().time() < deadline, f"kubectl never watched {resource}"
-        await asyncio.sleep(0.02)
+    await until(
+        lambda: any(
+            watch.info.resource == resource and watch.info.user_agent.startswith("kubectl/")
+            for watch in cluster.watches.active()
+        ),
+        within=LINE_TIMEOUT,
+        interval=0.02,
+        what=f"kubectl to watch {resource}",
+    )
 
 
 async def test_get_watch_only_skips_the_initial_state(

@@ -16,34 +16,19 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.devcluster.kubelet.config import FAIL_ANNOTATION, FailureRule, KubeletConfig
-from services.devcluster.kubelet.jobs import JobOutcome
-from tests.component.devcluster.rest import Json, create, watch_until
-
-FAST = KubeletConfig(
-    nodes=2,
-    schedule_delay=0.01,
-    start_delay=0.03,
-    pod_ready_delay=0.05,
-    termination_delay=0.03,
-    run_duration=0.05,
-    image_pull_backoff_delay=0.03,
-    crash_backoff=0.05,
-    max_crash_backoff=0.2,
-    job_delay=0.05,
+from devtools.cluster import DevCluster
+from devtools.cluster.controllers.kubelet.config import FAIL_ANNOTATION, FailureRule, KubeletConfig
+from devtools.cluster.controllers.kubelet.jobs import JobOutcome
+from tests.component.devcluster.kubelets import (
+    FAST,
+    JOBS,
+    PODS,
+    job_condition,
+    pod_body,
+    start_cluster,
 )
-PODS = "/api/v1/namespaces/default/pods"
-JOBS = "/apis/batch/v1/namespaces/default/jobs"
-
-
-async def start_cluster(config: KubeletConfig) -> DevCluster:
-    settings = SimulationSettings(
-        nodes=config.nodes, garbage_collector=False, options={"kubelet": config}
-    )
-    cluster = DevCluster(port=0, crd_dirs=None, latency=LatencyModel.zero(), simulation=settings)
-    await cluster.start()
-    return cluster
+from tests.component.devcluster.rest import Json, create, watch_until
+from tests.support.samples import condition_status, is_ready
 
 
 @pytest.fixture
@@ -59,31 +44,6 @@ async def cluster() -> AsyncIterator[DevCluster]:
 async def http(cluster: DevCluster) -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession(base_url=cluster.url) as session:
         yield session
-
-
-def pod_body(
-    name: str, *, annotations: Json | None = None, labels: Json | None = None, **spec: Any
-) -> Json:
-    spec.setdefault("containers", [{"name": "app", "image": "nginx:1.25"}])
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}, "labels": labels or {}},
-        "spec": spec,
-    }
-
-
-def condition(pod: Json | None, kind: str) -> str | None:
-    if pod is None:
-        return None
-    for item in (pod.get("status") or {}).get("conditions") or []:
-        if item["type"] == kind:
-            return str(item["status"])
-    return None
-
-
-def is_ready(pod: Json | None) -> bool:
-    return condition(pod, "Ready") == "True"
 
 
 def phase(pod: Json | None) -> str | None:
@@ -134,7 +94,7 @@ async def test_pod_goes_pending_running_ready_with_an_ip(
         "PodScheduled",
     }
     # The scheduler went through the binding subresource: PodScheduled came from the server.
-    assert condition(ready, "PodScheduled") == "True"
+    assert condition_status(ready, "PodScheduled") == "True"
 
 
 async def test_typed_client_reads_the_simulated_status(cluster: DevCluster, tmp_path: Any) -> None:
@@ -218,7 +178,7 @@ async def test_never_ready_pod_stays_unready(
 async def test_unschedulable_pod(cluster: DevCluster, http: aiohttp.ClientSession) -> None:
     await create(http, PODS, pod_body("nowhere", annotations={FAIL_ANNOTATION: "unschedulable"}))
     seen = await watch_until(
-        http, PODS, "nowhere", lambda p: condition(p, "PodScheduled") == "False"
+        http, PODS, "nowhere", lambda p: condition_status(p, "PodScheduled") == "False"
     )
     last = seen[-1]
     assert last is not None
@@ -239,7 +199,7 @@ async def test_a_full_node_leaves_a_pod_unschedulable_until_another_leaves() -> 
                 await watch_until(http, PODS, name, is_ready)
             await create(http, PODS, pod_body("third"))
             seen = await watch_until(
-                http, PODS, "third", lambda p: condition(p, "PodScheduled") == "False"
+                http, PODS, "third", lambda p: condition_status(p, "PodScheduled") == "False"
             )
             scheduled = next(
                 c for c in (seen[-1] or {})["status"]["conditions"] if c["type"] == "PodScheduled"
@@ -331,13 +291,6 @@ def job_body(name: str, annotations: Json | None = None) -> Json:
             }
         },
     }
-
-
-def job_condition(job: Json | None) -> str | None:
-    for item in ((job or {}).get("status") or {}).get("conditions") or []:
-        if item["status"] == "True" and item["type"] in ("Complete", "Failed"):
-            return str(item["type"])
-    return None
 
 
 async def test_job_runs_to_completion(cluster: DevCluster, http: aiohttp.ClientSession) -> None:

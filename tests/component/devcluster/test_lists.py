@@ -1,4 +1,4 @@
-"""Rows 14, 16 and 17 of spec/kube-standin.md §2: selectors, pagination, list RV semantics.
+"""Rows 14, 16 and 17 of docs/devcluster.md §2: selectors, pagination, list RV semantics.
 
 The selector grammar itself is tested in test_selectors.py (helper D); here is what a list
 does with it.
@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster
-from tests.component.devcluster.conftest import (
+from devtools.cluster import DevCluster
+from tests.component.devcluster.samples import (
     GROUP,
     MERGE,
     PLURAL,

@@ -1,24 +1,20 @@
-"""Row 21 of spec/kube-standin.md §2: namespace lifecycle."""
+"""Row 21 of docs/devcluster.md §2: namespace lifecycle."""
 
 from __future__ import annotations
 
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster
-from tests.component.devcluster.conftest import (
-    GROUP,
-    MERGE,
-    PLURAL,
-    VERSION,
-    failure,
-    pod,
-    until,
-    widget,
-)
+from devtools.cluster import DevCluster
+from tests.component.devcluster.samples import GROUP, MERGE, PLURAL, VERSION, failure, pod, widget
+from tests.support.waiting import until
 
 
 async def wait_gone(cluster: DevCluster, resource: str, namespace: str, name: str) -> None:
-    await until(cluster, lambda: cluster.store.get(resource, namespace, name) is None)
+    await until(
+        lambda: cluster.store.get(resource, namespace, name) is None,
+        within=5.0,
+        what=f"{resource} {namespace}/{name} to be gone",
+    )
 
 
 async def test_initial_namespaces_exist(core: k8s.CoreV1Api) -> None:

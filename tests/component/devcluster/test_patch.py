@@ -1,4 +1,4 @@
-"""Patch semantics of the development cluster (spec/kube-standin.md §2 row 9), as pure functions.
+"""Patch semantics of the development cluster (docs/devcluster.md §2 row 9), as pure functions.
 
 Each case states the behaviour a client of a real API server sees: what a PATCH of each content
 type does to an object, which bodies are 400 and which are 422, and how server-side apply records
@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from api.patching.errors import ApplyConflict, PatchError
 from api.patching.strategic import strategic_merge_patch
-from services.devcluster.patching.apply import server_side_apply
-from services.devcluster.patching.fields import field_paths, fields_v1, parse_fields_v1
-from services.devcluster.patching.json_patches import json_patch, merge_patch
-from services.devcluster.patching.managed import record_update
+from devtools.cluster.apirules.patching.apply import server_side_apply
+from devtools.cluster.apirules.patching.fields import field_paths, fields_v1, parse_fields_v1
+from devtools.cluster.apirules.patching.json_patches import json_patch, merge_patch
+from devtools.cluster.apirules.patching.managed import record_update
 
 T0 = "2024-05-01T10:00:00Z"
 T1 = "2024-05-01T10:05:00Z"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import aiohttp
 
-from services.devcluster import DevCluster, LatencyModel
-from tests.component.devcluster.conftest import GROUP, PLURAL, VERSION, widget
+from devtools.cluster import DevCluster, LatencyModel
+from tests.component.devcluster.samples import GROUP, PLURAL, VERSION, widget
 
 WIDGETS = f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}"
 

@@ -8,8 +8,8 @@ import json
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster
-from tests.component.devcluster.conftest import GROUP, MERGE, PLURAL, VERSION, create_widget, pod
+from devtools.cluster import DevCluster
+from tests.component.devcluster.samples import GROUP, MERGE, PLURAL, VERSION, create_widget, pod
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 WIDGETS = f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}"

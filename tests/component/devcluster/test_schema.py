@@ -1,6 +1,6 @@
-"""Row 20 of spec/kube-standin.md §2: CRD structural schema on the wire.
+"""Row 20 of docs/devcluster.md §2: CRD structural schema on the wire.
 
-The schema semantics are :mod:`services.devcluster.structural`'s, unit-tested in
+The schema semantics are :mod:`devtools.cluster.apirules.structural`'s, unit-tested in
 tests/unit/devcluster/test_structural*.py; these tests pin how the server applies them: 422
 bodies, pruning with warnings or Strict refusal, defaulting on create and on patch, and status
 validated through /status.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from tests.component.devcluster.conftest import (
+from tests.component.devcluster.samples import (
     GROUP,
     MERGE,
     PLURAL,

@@ -1,4 +1,4 @@
-"""Label and field selectors (spec/kube-standin.md §2 row 14), checked against apimachinery's rules.
+"""Label and field selectors (docs/devcluster.md §2 row 14), checked against apimachinery's rules.
 
 The error texts are the ones a real API server returns in the 400 body, so a client or a person
 sees the same words against the development cluster as against a cluster.
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.devcluster.selectors import (
+from devtools.cluster.apirules.selectors import (
     FIELD_SELECTORS,
     LabelSelector,
     SelectorError,

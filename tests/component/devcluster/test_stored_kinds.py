@@ -4,12 +4,11 @@ as against a real cluster, and never acted on."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import aiohttp
 import pytest
 
-Json = dict[str, Any]
+from api.objects import Json
+
 MERGE = "application/merge-patch+json"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 

@@ -1,18 +1,11 @@
-"""Rows 10, 11 and 18 of spec/kube-standin.md §2: generation, the status and scale subresources."""
+"""Rows 10, 11 and 18 of docs/devcluster.md §2: generation, the status and scale subresources."""
 
 from __future__ import annotations
 
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from tests.component.devcluster.conftest import (
-    GROUP,
-    MERGE,
-    PLURAL,
-    VERSION,
-    create_widget,
-    failure,
-)
+from tests.component.devcluster.samples import GROUP, MERGE, PLURAL, VERSION, create_widget, failure
 
 W1 = f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}/w1"
 

@@ -30,39 +30,19 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.devcluster.kubelet.config import (
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.cluster.controllers.kubelet.config import (
     DEFAULT_TASK_EXECUTOR_COMMAND,
     DEFAULT_TASK_EXECUTOR_MODULE,
-    KubeletConfig,
 )
-from services.devcluster.kubelet.executor import EXECUTOR_PORT
-from services.devcluster.kubelet.shell import Kubelet
-from services.devcluster.kubelet.supervisor import runnable_module
+from devtools.cluster.controllers.kubelet.executor import EXECUTOR_PORT
+from devtools.cluster.controllers.kubelet.shell import Kubelet
+from devtools.cluster.controllers.kubelet.supervisor import runnable_module
+from tests.component.devcluster.kubelets import FAKE_COMMAND, FAST_WITH_EXECUTOR
 from tests.component.devcluster.rest import Json, create, watch_until
+from tests.support.samples import is_ready
+from tests.support.waiting import until
 
-FAKE_EXECUTOR = Path(__file__).with_name("fake_task_executor.py")
-FAKE_COMMAND = (
-    sys.executable,
-    str(FAKE_EXECUTOR),
-    "--host",
-    "{host}",
-    "--port",
-    "{port}",
-    "--data-dir",
-    "{data_dir}",
-)
-FAST = KubeletConfig(
-    nodes=1,
-    schedule_delay=0.01,
-    start_delay=0.03,
-    pod_ready_delay=0.05,
-    termination_delay=0.03,
-    crash_backoff=0.05,
-    max_crash_backoff=0.2,
-    task_executor_command=FAKE_COMMAND,
-    task_executor_grace=2.0,
-)
 PODS = "/api/v1/namespaces/default/pods"
 WITHIN = 15.0  # a Python process starting on a busy machine
 
@@ -79,7 +59,9 @@ async def start(tmp_path: Path) -> AsyncIterator[StartCluster]:
     clusters: list[DevCluster] = []
 
     async def starting(**overrides: Any) -> DevCluster:
-        config = dataclasses.replace(FAST, task_executor_dir=str(tmp_path), **overrides)
+        config = dataclasses.replace(
+            FAST_WITH_EXECUTOR, task_executor_dir=str(tmp_path), **overrides
+        )
         settings = SimulationSettings(garbage_collector=False, options={"kubelet": config})
         cluster = DevCluster(
             port=0, crd_dirs=None, latency=LatencyModel.zero(), simulation=settings
@@ -132,11 +114,6 @@ def plain_pod(name: str) -> Json:
         "metadata": {"name": name},
         "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]},
     }
-
-
-def is_ready(pod: Json | None) -> bool:
-    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def container(pod: Json | None, name: str) -> Json:
@@ -198,18 +175,6 @@ async def health(ip: str) -> int:
         return response.status
 
 
-async def eventually(check: Callable[[], Any], within: float = WITHIN) -> Any:
-    """The first truthy result of ``check`` (polled), within the bound."""
-    async with asyncio.timeout(within):
-        while True:
-            result = check()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return result
-            await asyncio.sleep(0.02)
-
-
 # --- the pods that run one -----------------------------------------------------------------
 
 
@@ -234,8 +199,8 @@ async def test_an_executor_pod_is_ready_only_once_its_executor_answers_on_its_ip
         assert pod["status"]["podIPs"] == [{"ip": ip}]
         assert container(pod, "sandbox")["started"] is True
 
-        pid = await eventually(lambda: pid_of(tmp_path, uid))
-        await asyncio.sleep(10 * FAST.pod_ready_delay)
+        pid = await until(lambda: pid_of(tmp_path, uid), within=WITHIN, interval=0.02)
+        await asyncio.sleep(10 * FAST_WITH_EXECUTOR.pod_ready_delay)
         assert alive(pid) and not await listening(ip)
         assert not is_ready(await current(http, "sandbox-0"))
 
@@ -264,7 +229,7 @@ async def test_two_executor_pods_get_their_own_ips_and_processes(
 async def test_the_kubelet_says_where_each_executor_keeps_its_things(tmp_path: Path) -> None:
     """Run in-process, the Kubelet tells a pod's executor pid, data dir and log."""
     settings = SimulationSettings(kubelet=False, garbage_collector=False)
-    config = dataclasses.replace(FAST, task_executor_dir=str(tmp_path))
+    config = dataclasses.replace(FAST_WITH_EXECUTOR, task_executor_dir=str(tmp_path))
     async with (
         DevCluster(port=0, crd_dirs=None, latency=LatencyModel.zero(), simulation=settings) as c,
         Kubelet(c.local_url, config) as kubelet,
@@ -296,7 +261,7 @@ async def test_deleting_the_pod_stops_its_executor(
     await watch_until(http, PODS, "sandbox-0", lambda p: p is None, within=WITHIN)
     assert not alive(pid)
     assert not await listening(ip)
-    await eventually(lambda: pod_dir(tmp_path, uid) is None)
+    await until(lambda: pod_dir(tmp_path, uid) is None, within=WITHIN, interval=0.02)
 
 
 async def test_a_killed_executor_is_restarted_as_a_crashed_container(
@@ -393,11 +358,11 @@ async def test_stopping_the_cluster_leaves_no_executor_behind(
 # A cluster in a process of its own, which the test then kills outright.
 CLUSTER_PROCESS = """
 import asyncio, dataclasses, sys
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from tests.component.devcluster.test_task_executor_pods import FAST
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from tests.component.devcluster.kubelets import FAST_WITH_EXECUTOR
 
 async def main():
-    config = dataclasses.replace(FAST, task_executor_dir=sys.argv[1])
+    config = dataclasses.replace(FAST_WITH_EXECUTOR, task_executor_dir=sys.argv[1])
     settings = SimulationSettings(garbage_collector=False, options={"kubelet": config})
     cluster = DevCluster(port=0, crd_dirs=None, latency=LatencyModel.zero(), simulation=settings)
     await cluster.start()
@@ -430,7 +395,7 @@ async def test_an_executor_dies_with_a_killed_cluster(tmp_path: Path) -> None:
         assert pid is not None and alive(pid)
         process.kill()
         await process.wait()
-        await eventually(lambda: not alive(pid))
+        await until(lambda: not alive(pid), within=WITHIN, interval=0.02)
         assert not await listening(pod["status"]["podIP"])
     finally:
         if process.returncode is None:

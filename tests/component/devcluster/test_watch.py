@@ -1,11 +1,10 @@
-"""Rows 2-6 of spec/kube-standin.md §2 and the watch table of §3: the watch protocol."""
+"""Rows 2-6 of docs/devcluster.md §2 and the watch table of §3: the watch protocol."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from typing import Any
 
 import aiohttp
 import pytest
@@ -13,17 +12,10 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from services.devcluster import DevCluster
-from tests.component.devcluster.conftest import (
-    GROUP,
-    MERGE,
-    PLURAL,
-    VERSION,
-    create_widget,
-    pod,
-)
+from api.objects import Json
+from devtools.cluster import DevCluster
+from tests.component.devcluster.samples import GROUP, MERGE, PLURAL, VERSION, create_widget, pod
 
-Json = dict[str, Any]
 WIDGETS = f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}"
 
 

@@ -1,4 +1,4 @@
-"""sandbus's pool worker serving an OpenSandbox Pool (spec/opensandbox.md §2) against the real
+"""sandbus's pool worker serving an OpenSandbox Pool (docs/opensandbox.md §2) against the real
 thing: the development cluster (its kubelet makes Pods Running and Ready), a nats-server with
 the bus, the watcher and the pool worker, all in this process.
 
@@ -23,18 +23,12 @@ from api.opensandbox import (
     LABEL_POOL_NAME,
     LABEL_POOL_REVISION,
 )
+from events.envelope import ObjectKey
 from services.pool.core.opensandbox.plan import template_revision
-from services.runtime.cache import ObjectKey
 from services.runtime.kube import KubeApi, KubeError
-from tests.component.pool.test_takeover import pool_worker_running
-from tests.component.sandbox.conftest import (
-    NS,
-    Json,
-    api_client,
-    bounded,
-    cluster_and_watcher,
-    until,
-)
+from tests.support.samples import NS, Json, is_ready
+from tests.support.stack import api_client, bounded, cluster_and_watcher, pool_worker_running
+from tests.support.waiting import until
 
 POOL = "open-pool"
 SANDBOX = "pooled"
@@ -71,12 +65,8 @@ def pods_of(obj: Json | None, key: str) -> list[str]:
     return list(json.loads(text)["pods"]) if text else []
 
 
-def is_ready(pod: Json) -> bool:
-    status = pod.get("status") or {}
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
+def running_and_ready(pod: Json) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and is_ready(pod)
 
 
 async def test_a_pool_fills_allocates_releases_and_refills(nats_url: str, tmp_path: Path) -> None:
@@ -114,7 +104,7 @@ async def test_a_pool_fills_allocates_releases_and_refills(nats_url: str, tmp_pa
             async def filled() -> Json:
                 status = await pool_status()
                 pods = await pool_pods()
-                ready = [p for p in pods if is_ready(p)]
+                ready = [p for p in pods if running_and_ready(p)]
                 steady = (
                     1 <= len(ready) == len(pods) <= 3
                     and status.get("total") == len(pods)
@@ -147,7 +137,7 @@ async def test_a_pool_fills_allocates_releases_and_refills(nats_url: str, tmp_pa
             assert FINALIZER_POOL_ALLOCATION in box["metadata"]["finalizers"]
             live = {p["metadata"]["name"]: p for p in await pool_pods()}
             assert set(given) <= set(live), "two of the Pool's own Pods"
-            assert all(is_ready(live[name]) for name in given)
+            assert all(running_and_ready(live[name]) for name in given)
 
             # 3. Releasing one under the default Delete recycle deletes it.
             first, second = given

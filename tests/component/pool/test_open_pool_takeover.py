@@ -1,5 +1,5 @@
 """sandbus's pool worker taking over an OpenSandbox Pool from upstream's Go controller: the Pool,
-its Pods and a BatchSandbox exist already, written as upstream writes them (spec/opensandbox.md
+its Pods and a BatchSandbox exist already, written as upstream writes them (docs/opensandbox.md
 §1.5, §2.3, §2.6), when the pool worker first starts with no ledger of its own; the development
 cluster, NATS, the watcher and the pool worker in this process.
 
@@ -24,18 +24,12 @@ from api.opensandbox import (
     LABEL_POOL_NAME,
     LABEL_POOL_REVISION,
 )
-from services.runtime.cache import ObjectKey
+from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi
-from tests.component.pool.test_takeover import pool_worker_running
-from tests.component.sandbox.conftest import (
-    NS,
-    Json,
-    api_client,
-    bounded,
-    cluster_and_watcher,
-    until,
-)
 from tests.component.watcher.harness import record_history
+from tests.support.samples import NS, Json
+from tests.support.stack import api_client, bounded, cluster_and_watcher, pool_worker_running
+from tests.support.waiting import until
 
 POOL = "upstream-open-pool"
 API_VERSION = "sandbox.opensandbox.io/v1alpha1"

@@ -1,6 +1,6 @@
 """sandbus's pool worker taking over SandboxWarmPools from agent-sandbox's Go controller: the
 pool, its template and its members exist already, written exactly as upstream writes them
-(spec/agent-sandbox.md §4.3, ``buildSandboxCR``), when the pool worker first starts; the
+(docs/agent-sandbox.md §4.3, ``buildSandboxCR``), when the pool worker first starts; the
 development cluster, NATS, the watcher, the sandbox worker and the pool worker in this process.
 
 What must hold, under either update strategy: upstream's members are sandbus's members. None is
@@ -10,34 +10,24 @@ deleted, none recreated, none added; the pool reports them as its replicas, Read
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from nats.js import JetStreamContext
 
 from api.keys import name_hash
-from services.devcluster import DevCluster
-from services.pool.core.hashes import blueprint_hash, pod_template_hash
-from services.pool.core.plan import CONTROLLER_NAME
-from services.pool.worker import pool_worker
-from services.runtime.bus import BusConfig
-from services.runtime.cache import ObjectKey
+from events.envelope import ObjectKey
+from services.domain.agentsandbox.hashes import blueprint_hash, pod_template_hash
 from services.runtime.kube import KubeApi
-from services.runtime.reconcile.worker import Worker, WorkerSettings
-from tests.component.sandbox.conftest import (
-    NS,
-    Json,
+from tests.component.watcher.harness import record_history
+from tests.support.samples import NS, Json, condition
+from tests.support.stack import (
     api_client,
     bounded,
     cluster_and_watcher,
-    condition,
-    loaded,
+    pool_worker_running,
     sandbox_worker_running,
-    until,
 )
-from tests.component.watcher.harness import record_history
+from tests.support.waiting import until
 
 POOL = "upstream-pool"
 TEMPLATE = "upstream-tpl"
@@ -117,24 +107,6 @@ def upstream_member(name: str, pool: Json, template: Json) -> Json:
             }
         },
     }
-
-
-@contextlib.asynccontextmanager
-async def pool_worker_running(
-    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
-) -> AsyncIterator[Worker]:
-    async with bounded(
-        api_client(cluster, tmp_path, "pool"), "the pool worker's API client"
-    ) as client:
-        worker = Worker(
-            pool_worker(),
-            js=js,
-            api=KubeApi(client, field_manager=CONTROLLER_NAME),
-            bus=bus,
-            settings=WorkerSettings(concurrency=4, max_delay=2.0),
-        )
-        async with loaded(worker, "pool worker"):
-            yield worker
 
 
 @pytest.mark.parametrize("strategy", ["Recreate", "OnReplenish"])

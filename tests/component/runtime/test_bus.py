@@ -7,7 +7,6 @@ import asyncio
 import json
 import sys
 import textwrap
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from services.runtime.bus import (
     publish_event,
     put_state,
 )
+from tests.support.waiting import until
 from tests.unit.events.samples import NOW, TRACEPARENT, a_decision, a_warm_entry, sandbox
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
@@ -242,14 +242,14 @@ async def test_a_deletion_stays_as_a_tombstone_until_its_ttl(bus: JetStreamConte
     tombstone = await bus.get_last_msg("SANDBUS_STATE", subject, direct=True)
     assert decode_event(tombstone.data or b"") == deleted
 
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+    async def expired() -> bool:
         try:
             await bus.get_last_msg("SANDBUS_STATE", subject, direct=True)
         except NotFoundError:
-            return
-        await asyncio.sleep(0.2)
-    pytest.fail("the tombstone did not expire")
+            return True
+        return False
+
+    await until(expired, within=15, interval=0.2, what="the tombstone to expire")
 
 
 # --- dead letters ------------------------------------------------------------------------

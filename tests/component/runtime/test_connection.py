@@ -8,12 +8,12 @@ import time
 
 import pytest
 
+from devtools.natsd import NatsServer
 from services.runtime.connection import (
     ConnectionLost,
     connect_nats,
     reconnect_budget,
 )
-from services.runtime.natsd import NatsServer
 
 
 async def test_a_connection_comes_back_after_the_server_restarts(nats_server: NatsServer) -> None:

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from devtools.cluster import DevCluster
 from events.envelope import ObjectKey
-from services.devcluster import DevCluster
 from services.runtime.election import LeaseElector
 from services.runtime.kube import KubeApi
 from services.runtime.lease import LeaseTimings, acquired_lease, holder_of
-from tests.component.watcher.harness import api_client, eventually, quiet_cluster
+from tests.component.watcher.harness import api_client, quiet_cluster
+from tests.support.waiting import until
 
 NS = "default"
 LEASE = "sandbus-test"
@@ -62,7 +63,7 @@ async def test_one_leads_the_other_stands_by_and_takes_over_when_it_stops(kube: 
         async def standing_by() -> bool:
             return second.standing_by_for == "first"
 
-        await eventually(standing_by, within=5.0, interval=0.05)
+        await until(standing_by, within=5.0, interval=0.05)
         assert first.is_leader() and not second.is_leader()
 
         stop_first.set()  # a clean stop: the Lease is released, not left to expire

@@ -16,15 +16,19 @@ import nats
 import pytest
 from nats.js import JetStreamContext
 
+from api.objects import Json, metadata_of
+from devtools.cluster import DevCluster, LatencyModel
+from events.envelope import ObjectKey, key_of
 from events.types import observed_event
-from services.devcluster import DevCluster, LatencyModel
 from services.runtime.bus import BusConfig, ensure_bus, publish_event, put_state
-from services.runtime.cache import Json, ObjectKey, key_of, metadata_of
 from services.runtime.kube import KubeApi
-from services.runtime.reconcile import Create, Plan
+from services.runtime.reconcile.actions import Create, Plan
 from services.runtime.reconcile.memory import KeyRecord, MemoStore
-from services.runtime.reconcile.worker import Observed, Worker, WorkerDefinition, WorkerSettings
-from tests.component.sandbox.conftest import NS, api_client, running, until
+from services.runtime.reconcile.worker import Worker
+from services.runtime.worker_api import Observed, Reconciler, WorkerDefinition, WorkerSettings
+from tests.support.samples import NS
+from tests.support.stack import api_client, running
+from tests.support.waiting import until
 
 OWNER = ObjectKey("SandboxTemplate", NS, "pool-1")
 REPLICAS = 3
@@ -55,6 +59,10 @@ class ChildrenPerTemplate:
             return Plan()
         missing = REPLICAS - inputs["have"]
         return Plan(actions=tuple(Create(child_of(template)) for _ in range(max(missing, 0))))
+
+
+def reconciler_of(toy: ChildrenPerTemplate) -> Reconciler[dict[str, Any]]:
+    return Reconciler(toy.kind, toy.observe, toy.plan, expects=toy.expects)
 
 
 def child_of(template: Json) -> Json:
@@ -137,7 +145,7 @@ async def test_a_restarted_worker_keeps_waiting_for_its_own_creates(
 
     definition = WorkerDefinition(
         name="toypool",
-        reconcilers=(ChildrenPerTemplate(expects),),
+        reconcilers=(reconciler_of(ChildrenPerTemplate(expects)),),
         watched_kinds=("SandboxTemplate", "Sandbox"),
         wakes=lambda kind, obj, cache: [key_of(obj, kind)] if kind == "SandboxTemplate" else [],
     )

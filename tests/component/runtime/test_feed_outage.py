@@ -13,13 +13,14 @@ import nats
 import pytest
 from nats.js import JetStreamContext
 
+from devtools.natsd import NatsServer
+from events.envelope import ObjectKey
 from events.types import observed_event
 from services.runtime.bus import BusConfig, ensure_bus, put_state
-from services.runtime.cache import ObjectKey
-from services.runtime.natsd import NatsServer
-from services.runtime.reconcile import Plan
+from services.runtime.reconcile.actions import Plan
 from services.runtime.reconcile.feeding import BusFeed
-from services.runtime.reconcile.worker import Observed, Worker, WorkerDefinition
+from services.runtime.reconcile.worker import Worker
+from services.runtime.worker_api import Observed, Reconciler, WorkerDefinition
 from tests.unit.events.samples import NOW, sandbox
 
 BUS = BusConfig()
@@ -75,7 +76,10 @@ async def test_a_worker_started_while_nats_is_away_loads_once_it_is_back(
 ) -> None:
     server, js = bus
     definition = WorkerDefinition(
-        name="idle", reconcilers=(Idle(),), watched_kinds=("Sandbox",), wakes=lambda *_: []
+        name="idle",
+        reconcilers=(Reconciler(Idle.kind, Idle().observe, Idle().plan),),
+        watched_kinds=("Sandbox",),
+        wakes=lambda *_: [],
     )
     worker = Worker(definition, js=js, api=None, bus=BUS)  # type: ignore[arg-type]
     worker.feed.retry_delay = 0.1

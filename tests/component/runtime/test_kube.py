@@ -15,8 +15,8 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s
 
+from devtools.cluster import DevCluster
 from events.envelope import ObjectKey
-from services.devcluster import DevCluster
 from services.runtime.kube import KubeApi, KubeError
 from tests.component.watcher.harness import api_client, quiet_cluster
 

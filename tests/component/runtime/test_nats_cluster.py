@@ -1,4 +1,4 @@
-"""A replicated bus on real nats-servers (services/runtime/natsd.py ``NatsCluster``): three nodes
+"""A replicated bus on real nats-servers (devtools/natsd.py ``NatsCluster``): three nodes
 form one JetStream cluster, the streams get three replicas, a service started without
 ``SANDBUS_BUS_REPLICAS`` never shrinks them, and a client given every node's URL keeps working
 when the node it is connected to is killed."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.natsd import NatsCluster
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.connection import connect_nats
-from services.runtime.natsd import NatsCluster
 
 
 @pytest.mark.timeout(90)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.natsd import NatsServer, TlsFiles
 from services.runtime.connection import ConnectionLost, connect_nats, tls_context
-from services.runtime.natsd import NatsServer, TlsFiles
 
 pytestmark = pytest.mark.skipif(
     shutil.which("openssl") is None, reason="no openssl to make certificates"

@@ -14,7 +14,7 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
-from services.runtime.natsd import NatsServer
+from devtools.natsd import NatsServer
 
 
 async def test_fixture_server_publishes_and_consumes_a_jetstream_message(nats_url: str) -> None:
@@ -71,7 +71,7 @@ def test_a_server_whose_parent_is_killed_does_not_survive(tmp_path: Path) -> Non
             textwrap.dedent(
                 f"""
                 import time, pathlib
-                from services.runtime.natsd import NatsServer
+                from devtools.natsd import NatsServer
                 server = NatsServer(store_dir={str(tmp_path / "store")!r}).start()
                 pathlib.Path({str(pid_file)!r}).write_text(str(server.pid))
                 time.sleep(60)
@@ -110,7 +110,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_missing_binary_is_a_clear_error() -> None:
-    from services.runtime.natsd import NatsServerError
+    from devtools.natsd import NatsServerError
 
     with pytest.raises(NatsServerError, match="cannot start"):
         NatsServer(binary="/nonexistent/nats-server").start()

@@ -14,12 +14,13 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StreamConfig
 
+from events.envelope import ObjectKey
 from events.subjects import warm_queue_filter
 from events.types import WarmEntry, warm_queued_event
+from services.domain.agentsandbox.warmqueue import Enqueue, Purge
 from services.runtime.bus import BusConfig, ensure_bus
-from services.runtime.cache import ObjectCache, ObjectKey
-from services.runtime.reconcile import Plan
-from services.runtime.reconcile.actions import Enqueue, Purge
+from services.runtime.cache import ObjectCache
+from services.runtime.reconcile.actions import Plan
 from services.runtime.reconcile.executing import ExecutionContext, execute
 from services.runtime.reconcile.sources import Delivery, PullSource
 from services.runtime.reconcile.warm import WARM_EXECUTORS

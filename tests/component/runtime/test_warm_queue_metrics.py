@@ -10,12 +10,12 @@ from pathlib import Path
 import aiohttp
 
 from api.keys import name_hash
-from services.runtime.cache import ObjectKey
+from events.envelope import ObjectKey
 from services.runtime.endpoint import serve_metrics
 from services.runtime.metrics import Metrics
-from tests.component.sandbox.conftest import until
 from tests.component.tracing.stack import NS, claim_body, pool_body, stack, template_body
 from tests.e2e.claim.harness import claim_ready
+from tests.support.waiting import until
 
 PYTHON = name_hash("python")
 

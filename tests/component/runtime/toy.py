@@ -31,15 +31,16 @@ from typing import Any
 
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
+from api.objects import Json
+from events.envelope import ObjectKey, key_of
 from events.subjects import decode_token, encode_token
-from services.runtime.cache import Json, ObjectKey, key_of
 from services.runtime.reconcile.actions import Ack, Create, Plan
 from services.runtime.reconcile.executing import ActionFailed, Executed, ExecutionContext
 from services.runtime.reconcile.serving import WorkerService, serve_worker
 from services.runtime.reconcile.sources import PullSource
-from services.runtime.reconcile.worker import Observed, WorkerDefinition, WorkerSettings
 from services.runtime.runner import configure_logging, serve_until_signalled
 from services.runtime.settings import Settings, add_connection_args
+from services.runtime.worker_api import Observed, Reconciler, WorkerDefinition, WorkerSettings
 
 REQUESTS_STREAM = "TOY_REQUESTS"
 RECEIPTS_STREAM = "TOY_RECEIPTS"
@@ -123,39 +124,36 @@ class ReceiptExecutor:
         return Executed()
 
 
-@dataclass(frozen=True)
-class RequestReconciler:
-    kind: str = "Sandbox"
+def observe_requests(key: ObjectKey, observed: Observed) -> dict[str, Any]:
+    return {
+        "key": list(key),
+        "exists": observed.cache.get(key) is not None,
+        "requests": [
+            {"source": m.source, "token": m.token, "image": m.data["image"]}
+            for m in observed.messages
+        ],
+    }
 
-    def observe(self, key: ObjectKey, observed: Observed) -> dict[str, Any]:
-        return {
-            "key": list(key),
-            "exists": observed.cache.get(key) is not None,
-            "requests": [
-                {"source": m.source, "token": m.token, "image": m.data["image"]}
-                for m in observed.messages
-            ],
-        }
 
-    def plan(self, inputs: dict[str, Any], now: datetime) -> Plan:
-        del now
-        key = ObjectKey(*inputs["key"])
-        if not inputs["requests"]:
-            return Plan(reason="no request")
-        actions: list[Any] = []
-        first = inputs["requests"][0]
-        if not inputs["exists"]:
-            actions.append(Create(toy_sandbox(key, first["image"]), why="requested"))
-        for request in inputs["requests"]:
-            actions.append(Receipt(key, request["token"], why="served"))
-            actions.append(Ack(request["source"], request["token"], key, why="served"))
-        return Plan(actions=tuple(actions), reason=f"{len(inputs['requests'])} request(s)")
+def plan_requests(inputs: dict[str, Any], now: datetime) -> Plan:
+    del now
+    key = ObjectKey(*inputs["key"])
+    if not inputs["requests"]:
+        return Plan(reason="no request")
+    actions: list[Any] = []
+    first = inputs["requests"][0]
+    if not inputs["exists"]:
+        actions.append(Create(toy_sandbox(key, first["image"]), why="requested"))
+    for request in inputs["requests"]:
+        actions.append(Receipt(key, request["token"], why="served"))
+        actions.append(Ack(request["source"], request["token"], key, why="served"))
+    return Plan(actions=tuple(actions), reason=f"{len(inputs['requests'])} request(s)")
 
 
 def toy_definition(*, hang_marker: Path | None = None, ack_wait: float = 30.0) -> WorkerDefinition:
     return WorkerDefinition(
         name="toy",
-        reconcilers=(RequestReconciler(),),
+        reconcilers=(Reconciler("Sandbox", observe_requests, plan_requests),),
         watched_kinds=("Sandbox",),
         wakes=lambda kind, obj, cache: [key_of(obj, kind)],
         executors={Receipt: ReceiptExecutor(hang_marker)},

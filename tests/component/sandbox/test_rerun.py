@@ -8,24 +8,27 @@ import io
 from datetime import datetime
 
 from events.envelope import ObjectRef
-from services.history.commands import ExplainOptions, explain
-from services.runtime.reconcile import Plan
-from services.runtime.reconcile.worker import WorkerDefinition
+from services.cli.history.commands import ExplainOptions, explain
+from services.runtime.reconcile.actions import Plan
+from services.runtime.worker_api import WorkerDefinition
 from services.sandbox.core.observation import SandboxObservation
-from services.sandbox.worker import SandboxReconciler, sandbox_worker
-from tests.component.sandbox.conftest import NS, Stack, condition, sandbox_body, until
+from services.sandbox.core.plan import plan_sandbox
+from services.sandbox.worker import sandbox_reconciler, sandbox_worker
+from tests.support.samples import NS, condition, sandbox_body
+from tests.support.stack import Stack
+from tests.support.waiting import until
 
 TARGET = ObjectRef(kind="Sandbox", namespace=NS, name="rr")
 
 
-@dataclasses.dataclass(frozen=True)
-class ForgetfulReconciler(SandboxReconciler):
+def forgetful_plan(inputs: SandboxObservation, now: datetime) -> Plan:
     """Today's planner with a regression: it never creates the Pod."""
+    plan = plan_sandbox(inputs, now)
+    kept = tuple(action for action in plan.actions if action.target.kind != "Pod")
+    return dataclasses.replace(plan, actions=kept)
 
-    def plan(self, inputs: SandboxObservation, now: datetime) -> Plan:
-        plan = super().plan(inputs, now)
-        kept = tuple(action for action in plan.actions if action.target.kind != "Pod")
-        return dataclasses.replace(plan, actions=kept)
+
+FORGETFUL = dataclasses.replace(sandbox_reconciler(), plan=forgetful_plan)
 
 
 async def rerun(stack: Stack, definition: WorkerDefinition) -> tuple[int, list[str]]:
@@ -60,7 +63,7 @@ async def test_an_unchanged_planner_makes_every_recorded_decision_again(stack: S
     assert all(line.endswith(": same decision") for line in lines), lines
 
     changed = dataclasses.replace(
-        sandbox_worker(), reconcilers=(ForgetfulReconciler(), *sandbox_worker().reconcilers[1:])
+        sandbox_worker(), reconcilers=(FORGETFUL, *sandbox_worker().reconcilers[1:])
     )
     code, lines = await rerun(stack, changed)
     assert code == 3

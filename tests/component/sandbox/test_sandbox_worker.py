@@ -1,5 +1,5 @@
 """The sandbox worker with the watcher, a real nats-server and the development cluster: what a
-user of agent-sandbox sees happen to Sandboxes (spec/agent-sandbox.md §2, §3.1)."""
+user of agent-sandbox sees happen to Sandboxes (docs/agent-sandbox.md §2, §3.1)."""
 
 from __future__ import annotations
 
@@ -7,41 +7,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.keys import LABEL_SANDBOX_NAME_HASH, LABEL_SANDBOX_TEMPLATE_REF_HASH, name_hash
-from events.codec import decode_event
+from api.objects import Json
+from devtools.cluster.controllers.kubelet.config import FAIL_ANNOTATION
 from events.headers import DLQ_REASON
-from events.subjects import decision_filter, event_subject
-from events.types import DecisionMade, Outcome
-from services.devcluster.kubelet.config import FAIL_ANNOTATION
+from events.subjects import event_subject
+from events.types import Outcome
 from services.runtime.streams import read_to_end
-from tests.component.sandbox.conftest import NS, Stack, condition, sandbox_body, until
-
-Json = dict[str, Any]
-
-
-async def ready_sandbox(stack: Stack, name: str, within: float = 20.0) -> Json:
-    async def ready() -> Json | None:
-        found = await stack.get("Sandbox", name)
-        return found if condition(found) == ("True", "DependenciesReady") else None
-
-    result: Json = await until(ready, within=within)
-    return result
-
-
-async def gone(stack: Stack, kind: str, name: str, within: float = 20.0) -> None:
-    async def check() -> bool:
-        return await stack.get(kind, name) is None
-
-    await until(check, within=within)
-
-
-async def decisions_for(stack: Stack, name: str) -> list[DecisionMade]:
-    found = []
-    subject = decision_filter("sandbox", "Sandbox", NS, name)
-    async for msg in read_to_end(stack.js, stack.bus.event_log_stream, [subject]):
-        event = decode_event(msg.data)
-        assert isinstance(event, DecisionMade)
-        found.append(event)
-    return found
+from tests.support.samples import NS, condition, sandbox_body, stamp
+from tests.support.stack import Stack, decisions_for, gone, ready_sandbox
+from tests.support.waiting import until
 
 
 async def test_a_sandbox_becomes_ready_with_its_pod_ip_and_service(stack: Stack) -> None:
@@ -97,7 +71,7 @@ async def test_suspend_then_resume_gives_a_new_pod(stack: Stack) -> None:
 
 
 def soon(seconds: float) -> str:
-    return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp(datetime.now(UTC) + timedelta(seconds=seconds))
 
 
 async def test_expiry_deletes_or_retains(stack: Stack) -> None:

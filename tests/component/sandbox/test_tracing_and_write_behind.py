@@ -1,5 +1,5 @@
 """Tracing and the write-behind window with the whole stack: a real nats-server, the development
-cluster and the watcher (spec/agent-sandbox.md §2.2 step 2, §2.5, §6)."""
+cluster and the watcher (docs/agent-sandbox.md §2.2 step 2, §2.5, §6)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from api.keys import ANNOTATION_TRACE_CONTEXT
-from services.devcluster.kubelet.config import FAIL_ANNOTATION
-from tests.component.sandbox.conftest import condition, running_stack, sandbox_body, until
-from tests.component.sandbox.test_sandbox_worker import decisions_for, ready_sandbox
+from devtools.cluster.controllers.kubelet.config import FAIL_ANNOTATION
+from tests.support.samples import condition, sandbox_body
+from tests.support.stack import decisions_for, ready_sandbox, running_stack
+from tests.support.waiting import until
 
 
 async def test_a_traced_sandbox_s_reconciles_and_decisions_share_one_trace(

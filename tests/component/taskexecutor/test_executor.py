@@ -1,4 +1,4 @@
-"""A real task executor driven over HTTP (spec/opensandbox.md §5; the cases of upstream's
+"""A real task executor driven over HTTP (docs/opensandbox.md §5; the cases of upstream's
 K/test/e2e_task, §7.4: a short task succeeds, env is inherited, a timeout ends as 137 or 143
 with reason TaskTimeout, a task is deletable), plus what sandbus adds: the preStart and
 postStop hooks, a restart that finds its task still running, and the refusals (one active task,
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.component.taskexecutor.conftest import (
+from tests.component.taskexecutor.executor import (
     EXECUTOR_MARK,
     Client,
     Executor,

@@ -2,7 +2,7 @@
 is given one: the development cluster (fast kubelet, garbage collector), a real nats-server with
 the bus, the watcher, and the sandbox, pool and claim workers.
 
-The stack of tests/component/sandbox/conftest.py, with the watcher's tracer and the two more
+The stack of :mod:`tests.support.stack`, with the watcher's tracer and the two more
 workers a warm claim needs.
 """
 
@@ -18,28 +18,28 @@ import nats
 from nats.js import JetStreamContext
 from opentelemetry.trace import Tracer
 
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings, WatchSettings
 from services.claim.core.plan import CONTROLLER_NAME as CLAIM_CONTROLLER
 from services.claim.worker import claim_worker
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings, WatchSettings
 from services.pool.core.plan import CONTROLLER_NAME as POOL_CONTROLLER
 from services.pool.worker import pool_worker
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.kube import KubeApi
 from services.runtime.lease import LeaseTimings
-from services.runtime.reconcile.worker import Worker, WorkerDefinition, WorkerSettings
+from services.runtime.reconcile.worker import Worker
+from services.runtime.worker_api import WorkerDefinition, WorkerSettings
 from services.watcher.config import WatcherConfig
 from services.watcher.service import Watcher
-from tests.component.sandbox.conftest import (
+from tests.support.samples import NS, Json
+from tests.support.stack import (
     FAST_KUBELET,
-    NS,
-    Json,
-    _finish,
-    _wait_ready,
     api_client,
     bounded,
+    finish,
     loaded,
     running,
     sandbox_worker_running,
+    wait_ready,
 )
 
 __all__ = ["NS", "Stack", "claim_body", "pool_body", "stack", "template_body"]
@@ -138,7 +138,7 @@ async def stack(
                 )
                 watcher = Watcher(nc, wc, config, tracer=tracers.get("watcher"))
                 async with running(watcher.run(), "watcher", tolerate_hang=True) as task:
-                    await _wait_ready(watcher, task)
+                    await wait_ready(watcher, task)
                     async with (
                         sandbox_worker_running(
                             cluster, js, bus, tmp_path, "sandbox", tracer=tracers.get("sandbox")
@@ -167,4 +167,4 @@ async def stack(
                         workers = {"sandbox": sandbox, "pool": pool, "claim": claim}
                         yield Stack(cluster, js, bus, KubeApi(tc, field_manager="test"), workers)
         finally:
-            await _finish(asyncio.ensure_future(nc.close()), "closing NATS", cancel=False)
+            await finish(asyncio.ensure_future(nc.close()), "closing NATS", cancel=False)

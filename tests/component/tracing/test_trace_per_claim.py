@@ -21,10 +21,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 
 from api.keys import ANNOTATION_TRACE_CONTEXT, LABEL_LAUNCH_TYPE
+from events.envelope import ObjectKey
 from events.subjects import WARM_SUBJECTS
-from services.runtime.cache import ObjectKey
 from services.watcher.tracing import claim_trace_id
-from tests.component.sandbox.conftest import Json, until
 from tests.component.tracing.stack import (
     NS,
     Stack,
@@ -34,6 +33,8 @@ from tests.component.tracing.stack import (
     template_body,
 )
 from tests.e2e.claim.harness import claim_ready
+from tests.support.samples import Json
+from tests.support.waiting import until
 
 SERVICES = ("watcher", "sandbox", "pool", "claim")
 

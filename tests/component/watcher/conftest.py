@@ -11,8 +11,8 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
-from services.devcluster import DevCluster
-from services.runtime.natsd import NatsServer
+from devtools.cluster import DevCluster
+from devtools.natsd import NatsServer
 from tests.component.watcher.harness import (
     ClusterHistory,
     api_client,

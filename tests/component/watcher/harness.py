@@ -16,19 +16,20 @@ from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from api.objects import Json
+from devtools.cluster import DevCluster, LatencyModel, WatchSettings
+from devtools.cluster.storage.store import Change as StoreChange
+from devtools.cluster.storage.store import decode
 from events.codec import EventDecodeError, decode_event
 from events.types import ObjectAdded, ObjectDeleted, ObjectEvent, ObjectModified
-from services.devcluster import DevCluster, LatencyModel, WatchSettings
-from services.devcluster.store import Change as StoreChange
-from services.devcluster.store import decode
 from services.runtime.bus import BusConfig
 from services.runtime.lease import LeaseTimings
 from services.runtime.streams import read_to_end
 from services.watcher.config import WatcherConfig
 from services.watcher.service import Watcher
+from tests.support.waiting import until
 from tests.unit.api.manifests import EXAMPLES_DIR, load_documents
 
-Json = dict[str, Any]
 ObjectId = tuple[str, str, str]  # kind, namespace, name
 
 
@@ -255,22 +256,6 @@ def assert_consistent(
     return collapsed
 
 
-# --- waiting ---------------------------------------------------------------------------------
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], *, within: float = 20.0, interval: float = 0.1
-) -> None:
-    """Poll ``check`` until it is true; fail after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        if await check():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(interval)
-
-
 def lagging(
     history: ClusterHistory,
     logged: list[Logged],
@@ -358,7 +343,7 @@ async def wait_publishing(client: k8s.ApiClient, nc: Client, marker: str) -> flo
     async def seen() -> bool:
         return any(e.event.name == marker for e in await event_log(nc.jetstream()))
 
-    await eventually(seen, within=30.0, interval=0.05)
+    await until(seen, within=30.0, interval=0.05)
     return time.monotonic()
 
 
@@ -426,7 +411,7 @@ async def wait_ready(watcher: Watcher, task: asyncio.Task[None] | None = None) -
             raise AssertionError("the watcher stopped")
         return watcher.session is not None and watcher.session.ready.is_set()
 
-    await eventually(ready, within=20.0, interval=0.05)
+    await until(ready, within=20.0, interval=0.05)
 
 
 # --- objects ---------------------------------------------------------------------------------

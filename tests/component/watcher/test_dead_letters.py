@@ -37,7 +37,6 @@ from services.runtime.consume import (
 from tests.component.watcher.harness import (
     ClusterHistory,
     api_client,
-    eventually,
     example,
     quiet_cluster,
     record_history,
@@ -45,6 +44,7 @@ from tests.component.watcher.harness import (
     wait_caught_up,
     watcher_config,
 )
+from tests.support.waiting import until
 from tests.unit.events.samples import NOW, sandbox
 
 SUBJECT = event_subject("Sandbox", "default", "my.app")
@@ -115,7 +115,7 @@ async def test_garbage_on_an_event_subject_is_dead_lettered_and_the_consumer_car
         async def settled() -> bool:
             return stats.dead_lettered == 2 and stats.handled == 1
 
-        await eventually(settled, within=10.0)
+        await until(settled, within=10.0, interval=0.1)
     assert [e.id for e in handled] == [good.id]
 
     dlq = await js.pull_subscribe("sandbus.dlq.>", stream="SANDBUS_DLQ")
@@ -149,7 +149,7 @@ async def test_a_handler_that_keeps_failing_dead_letters_the_event_after_its_ret
         async def dead() -> bool:
             return stats.dead_lettered == 1
 
-        await eventually(dead, within=15.0)
+        await until(dead, within=15.0, interval=0.1)
     assert attempts == [event.id, event.id]
     letter = await js.get_last_msg("SANDBUS_DLQ", "sandbus.dlq.events.sandbox.default.my_app")
     assert letter.headers is not None

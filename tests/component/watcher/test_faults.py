@@ -18,8 +18,8 @@ from typing import Any
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
-from services.devcluster import DevCluster
-from services.runtime.natsd import NatsServer
+from devtools.cluster import DevCluster
+from devtools.natsd import NatsServer
 from services.watcher.service import Watcher
 from tests.component.watcher.harness import (
     ClusterHistory,
@@ -27,13 +27,13 @@ from tests.component.watcher.harness import (
     assert_consistent,
     assert_exact,
     burst,
-    eventually,
     quiet_cluster,
     running_watcher,
     wait_caught_up,
     wait_publishing,
     watcher_config,
 )
+from tests.support.waiting import until
 
 KINDS = ["Sandbox"]
 
@@ -184,7 +184,7 @@ async def test_an_api_server_restart_is_waited_out_and_nothing_is_published_twic
                     session = watcher.session
                     return watcher.sessions >= 2 and session is not None and session.ready.is_set()
 
-                await eventually(back, within=20.0)
+                await until(back, within=20.0, interval=0.1)
                 await burst(client, 100, seed=8, prefix="after")
                 logged = await wait_caught_up(nc.jetstream(), history, KINDS)
             finally:
@@ -208,7 +208,7 @@ async def test_a_watch_the_api_server_keeps_refusing_ends_in_a_relist(
         async def relisted() -> bool:
             return sandbox.stats.relists == 2 and sandbox.stats.errors == 3
 
-        await eventually(relisted, within=20.0)
+        await until(relisted, within=20.0, interval=0.1)
         await wait_publishing(client, nc, "marker")
         await burst(client, 100, seed=8, prefix="after")
         logged = await wait_caught_up(nc.jetstream(), history, KINDS)

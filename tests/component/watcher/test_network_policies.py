@@ -9,29 +9,28 @@ with its garbage collector, and the watcher in-process.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
-from services.devcluster import DevCluster
-from services.devcluster.gc import run as garbage_collector
+from api.objects import Json
+from devtools.cluster import DevCluster
+from devtools.cluster.controllers.gc import run as garbage_collector
 from tests.component.watcher.harness import (
     ClusterHistory,
     Logged,
     by_object,
     event_log,
-    eventually,
     example,
     quiet_cluster,
     running_watcher,
     watcher_config,
 )
+from tests.support.waiting import until
 
 MERGE = "application/merge-patch+json"
 TEMPLATES = ("extensions.agents.x-k8s.io", "v1beta1", "default", "sandboxtemplates")
-Json = dict[str, Any]
 
 
 @pytest.fixture
@@ -128,7 +127,7 @@ async def test_policies_our_templates_control_are_published_and_no_others(
                 "deleted",
             ] and len(events.get("orphaned", [])) == 2
 
-        await eventually(published, within=20.0)
+        await until(published, within=20.0, interval=0.1)
         events = await policy_events(nc)
 
     assert set(events) == {"python-network-policy", "go-network-policy", "orphaned"}

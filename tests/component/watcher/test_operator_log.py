@@ -9,15 +9,15 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
-from services.devcluster import DevCluster
+from devtools.cluster import DevCluster
 from tests.component.watcher.harness import (
     ClusterHistory,
     burst,
-    eventually,
     running_watcher,
     wait_caught_up,
     watcher_config,
 )
+from tests.support.waiting import until
 
 
 async def test_the_log_tells_leadership_relists_and_restarts_but_not_events(
@@ -46,7 +46,7 @@ async def test_the_log_tells_leadership_relists_and_restarts_but_not_events(
         async def relisted() -> bool:
             return sandboxes.stats.relists >= 2 and sandboxes.stats.broken >= 1
 
-        await eventually(relisted)
+        await until(relisted, interval=0.1)
     lines = [r.getMessage() for r in caplog.records if r.name.startswith(loggers)]
     text = "\n".join(lines)
 

@@ -12,8 +12,8 @@ from nats.aio.client import Client
 
 from events.codec import decode_event
 from events.redaction import REDACTED
-from tests.component.sandbox.conftest import until
 from tests.component.watcher.harness import event_log, example, running_watcher, watcher_config
+from tests.support.waiting import until
 
 GROUP, VERSION, PLURAL = "extensions.agents.x-k8s.io", "v1beta1", "sandboxclaims"
 

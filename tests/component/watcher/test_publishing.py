@@ -16,8 +16,8 @@ from nats.aio.client import Client
 
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH
 from api.opensandbox import LABEL_POOL_NAME, LABEL_SANDBOX_SNAPSHOT_NAME
+from devtools.cluster import DevCluster
 from events.subjects import event_subject, state_subject
-from services.devcluster import DevCluster
 from services.watcher.resources import CUSTOM_RESOURCES
 from tests.component.watcher.harness import (
     ClusterHistory,

@@ -19,22 +19,22 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
+from devtools.natsd import NatsServer
 from events.codec import decode_event
 from events.subjects import state_subject
 from events.types import observed_event
 from services.runtime.bus import BusConfig, ensure_bus, publish_event
-from services.runtime.natsd import NatsServer
 from services.watcher.streams import last_message
 from tests.component.watcher.harness import (
     ClusterHistory,
     by_object,
     event_log,
-    eventually,
     example,
     running_watcher,
     wait_caught_up,
     watcher_config,
 )
+from tests.support.waiting import until
 
 SANDBOXES = ("agents.x-k8s.io", "v1beta1", "default", "sandboxes")
 MERGE = "application/merge-patch+json"
@@ -162,7 +162,7 @@ async def test_a_slow_nats_pauses_the_watch_instead_of_buffering_without_limit(
                 async def full() -> bool:
                     return publisher.pending == config.max_pending
 
-                await eventually(full, within=10.0)
+                await until(full, within=10.0, interval=0.1)
                 await asyncio.sleep(0.5)
                 # Bounded: the queue is full and stays full; the watch waits for room.
                 assert publisher.pending == config.max_pending

@@ -18,7 +18,7 @@ from nats.aio.client import Client
 
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH
 from api.opensandbox import LABEL_POOL_NAME
-from services.devcluster import DevCluster, WatchSettings
+from devtools.cluster import DevCluster, WatchSettings
 from services.watcher.config import WatcherConfig
 from services.watcher.resources import WATCHED_RESOURCES
 from services.watcher.service import Watcher

@@ -25,15 +25,15 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
+from devtools.natsd import NatsServer
 from services.runtime.lease import acquired_lease
-from services.runtime.natsd import NatsServer
 from services.watcher.service import Watcher
 from tests.component.watcher.harness import (
     burst,
-    eventually,
     wait_ready,
     watcher_config,
 )
+from tests.support.waiting import until
 
 BOUND = 5.0
 """Seconds a single cancel may take to stop the whole watcher."""
@@ -57,7 +57,7 @@ _NOT_THE_WATCHERS = (
     "/nats/aio/transport.py",
     "/asyncio/streams.py",
     "/aiohttp/web_",
-    "/services/devcluster/",
+    "/devtools/cluster/",
     "/asyncio/locks.py",
 )
 """Where the coroutines of tasks that are not the watcher's come from: the NATS connection the
@@ -120,8 +120,10 @@ async def test_one_cancel_stops_the_watcher_at_any_moment_and_leaves_no_task(
             await asyncio.sleep(0)
 
     async def as_standby(watcher: Watcher, task: asyncio.Task[None]) -> None:
-        await eventually(
-            lambda: _async(watcher.elector.standing_by_for == "someone-else"), within=10.0
+        await until(
+            lambda: watcher.elector.standing_by_for == "someone-else",
+            within=10.0,
+            interval=0.1,
         )
         await asyncio.sleep(rng.uniform(0.0, 0.3))
         assert not watcher.elector.is_leader()
@@ -134,8 +136,8 @@ async def test_one_cancel_stops_the_watcher_at_any_moment_and_leaves_no_task(
         await wait_ready(watcher, task)
         writes = asyncio.create_task(burst(client, 400, prefix=f"b{rng.randrange(10**6)}"))
         try:
-            await eventually(
-                lambda: _async(watcher.session is not None and watcher.stats.published > 20),
+            await until(
+                lambda: watcher.session is not None and watcher.stats.published > 20,
                 within=20.0,
                 interval=0.01,
             )
@@ -177,11 +179,7 @@ async def test_one_cancel_stops_the_watcher_at_any_moment_and_leaves_no_task(
                     await asyncio.to_thread(nats_server.start)
             left = _ours(asyncio.all_tasks()) - before
             assert not left, f"{moment}, round {round_}: still running: {sorted(map(str, left))}"
-            await eventually(lambda: _async(nc.is_connected), within=10.0, interval=0.05)
+            await until(lambda: nc.is_connected, within=10.0, interval=0.05)
     assert {moment: len(times) for moment, times in durations.items()} == {
         moment: ROUNDS_PER_MOMENT for moment, _, _ in plans
     }
-
-
-async def _async(value: bool) -> bool:
-    return value

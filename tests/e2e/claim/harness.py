@@ -1,16 +1,24 @@
-"""What the claim worker's end-to-end tests share: claims, their outcome, and the one-to-one
-check."""
+"""What the claim worker's end-to-end tests share: claims, their outcome, the one-to-one
+check, and the workers and warm queue they run with."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
-from api.keys import LABEL_LAUNCH_TYPE
-from services.runtime.kube import KubeApi
-from tests.component.sandbox.conftest import NS
+import nats
 
-Json = dict[str, Any]
+from api.keys import LABEL_LAUNCH_TYPE, name_hash
+from api.objects import Json
+from events.subjects import warm_queue_filter
+from services.runtime.kube import KubeApi
+from tests.e2e.services import service
+from tests.e2e.world import members, ready_members
+from tests.support.samples import NS, is_ready
 
 
 def claim_body(name: str, pool: str, **spec: Any) -> Json:
@@ -23,9 +31,8 @@ def claim_body(name: str, pool: str, **spec: Any) -> Json:
 
 
 def claim_ready(claim: Json) -> bool:
-    status = claim.get("status") or {}
-    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
-    return ready is not None and ready.get("status") == "True" and bool(status.get("sandbox"))
+    """Is the claim Ready, and bound to a Sandbox?"""
+    return is_ready(claim) and bool((claim.get("status") or {}).get("sandbox"))
 
 
 async def claims_ready(kube: KubeApi, names: set[str]) -> bool:
@@ -104,3 +111,42 @@ async def recent_decisions(url: str, names: list[str], last: int = 6) -> str:
     finally:
         await connection.close()
     return "\n".join(lines)
+
+
+CLAIM_ENV = {"SANDBUS_CLAIM_REPLICA_TTL": "1", "SANDBUS_CLAIM_ACK_WAIT": "2"}
+
+
+async def not_ready(kube: KubeApi, names: set[str]) -> list[str]:
+    claims = {c["metadata"]["name"]: c for c in await kube.list("SandboxClaim", NS)}
+    return sorted(n for n in names if n not in claims or not claim_ready(claims[n]))
+
+
+async def queue_depth(url: str, pool: str) -> int:
+    connection = await nats.connect(url)
+    try:
+        info = await connection.jetstream().stream_info(
+            "SANDBUS_WARM", subjects_filter=warm_queue_filter(NS, name_hash("tpl"), pool)
+        )
+        return sum((info.state.subjects or {}).values())
+    finally:
+        await connection.close()
+
+
+async def queue_matches_pool(url: str, kube: KubeApi, pool: str, size: int) -> bool:
+    """The pool is full and Ready, and its queue holds exactly those members."""
+    ready = await ready_members(kube, pool)
+    return ready == size == len(await members(kube, pool)) and await queue_depth(url, pool) == ready
+
+
+async def create_claims(kube: KubeApi, names: list[str], pool: str) -> None:
+    await asyncio.gather(*(kube.create(claim_body(name, pool)) for name in names))
+
+
+@asynccontextmanager
+async def workers(url: str, kubeconfig: Path, logs: Path) -> AsyncIterator[None]:
+    async with (
+        service("watcher", url, kubeconfig, logs),
+        service("sandbox", url, kubeconfig, logs),
+        service("pool", url, kubeconfig, logs),
+    ):
+        yield

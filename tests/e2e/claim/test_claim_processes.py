@@ -13,64 +13,29 @@ import asyncio
 import random
 import signal
 import socket
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import aiohttp
-import nats
 import pytest
 
-from api.keys import name_hash
-from events.subjects import warm_queue_filter
-from services.runtime.kube import KubeApi
-from tests.component.sandbox.conftest import NS, until
 from tests.e2e.claim.harness import (
+    CLAIM_ENV,
     bindings,
-    claim_body,
-    claim_ready,
     claims_ready,
+    create_claims,
     launch_types,
+    not_ready,
+    queue_matches_pool,
     recent_decisions,
-)
-from tests.e2e.pool.test_pool_processes import (
-    cluster_world,
-    members,
-    pool_body,
-    ready_members,
-    template_body,
+    workers,
 )
 from tests.e2e.services import log_tails, service
+from tests.e2e.world import cluster_world, pool_body, template_body
+from tests.support.samples import NS
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
-
-CLAIM_ENV = {"SANDBUS_CLAIM_REPLICA_TTL": "1", "SANDBUS_CLAIM_ACK_WAIT": "2"}
-
-
-async def not_ready(kube: KubeApi, names: set[str]) -> list[str]:
-    claims = {c["metadata"]["name"]: c for c in await kube.list("SandboxClaim", NS)}
-    return sorted(n for n in names if n not in claims or not claim_ready(claims[n]))
-
-
-async def queue_depth(url: str, pool: str) -> int:
-    connection = await nats.connect(url)
-    try:
-        info = await connection.jetstream().stream_info(
-            "SANDBUS_WARM", subjects_filter=warm_queue_filter(NS, name_hash("tpl"), pool)
-        )
-        return sum((info.state.subjects or {}).values())
-    finally:
-        await connection.close()
-
-
-async def queue_matches_pool(url: str, kube: KubeApi, pool: str, size: int) -> bool:
-    """The pool is full and Ready, and its queue holds exactly those members."""
-    ready = await ready_members(kube, pool)
-    return ready == size == len(await members(kube, pool)) and await queue_depth(url, pool) == ready
-
-
-async def create_claims(kube: KubeApi, names: list[str], pool: str) -> None:
-    await asyncio.gather(*(kube.create(claim_body(name, pool)) for name in names))
 
 
 def free_port() -> int:
@@ -93,16 +58,6 @@ def sample(text: str, name: str, launch_type: str) -> float:
         if line.startswith(name + "{") and f'launch_type="{launch_type}"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
-
-
-@asynccontextmanager
-async def workers(url: str, kubeconfig: Path, logs: Path) -> AsyncIterator[None]:
-    async with (
-        service("watcher", url, kubeconfig, logs),
-        service("sandbox", url, kubeconfig, logs),
-        service("pool", url, kubeconfig, logs),
-    ):
-        yield
 
 
 @pytest.mark.timeout(300)

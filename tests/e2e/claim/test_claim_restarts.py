@@ -18,18 +18,22 @@ import nats
 import pytest
 
 from services.runtime.kube import KubeApi
-from tests.component.sandbox.conftest import NS, until
-from tests.e2e.claim.harness import bindings, claims_ready, launch_types, recent_decisions
-from tests.e2e.claim.test_claim_processes import (
+from tests.e2e.claim.harness import (
     CLAIM_ENV,
+    bindings,
+    claims_ready,
     create_claims,
+    launch_types,
     not_ready,
     queue_depth,
     queue_matches_pool,
+    recent_decisions,
     workers,
 )
-from tests.e2e.pool.test_pool_processes import cluster_world, members, pool_body, template_body
 from tests.e2e.services import log_tails, service
+from tests.e2e.world import cluster_world, members, pool_body, template_body
+from tests.support.samples import NS
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """The published agent-sandbox Python SDK, unchanged, against `sandbus up`.
 
-PyPI ``k8s-agent-sandbox`` (the ``sdk`` extra, spec/agent-sandbox.md §8) is what agents use to
+PyPI ``k8s-agent-sandbox`` (the ``sdk`` extra, docs/agent-sandbox.md §8) is what agents use to
 get a sandbox: ``SandboxClient.create_sandbox(warmpool)`` creates a SandboxClaim and watches it
 (``fieldSelector=metadata.name=<claim>``, from the create response's resourceVersion) until one
 event shows ``status.sandbox.name`` and ``Ready=True`` together; the handle then GETs the Sandbox
@@ -20,7 +20,7 @@ import ipaddress
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 import pytest
 
@@ -42,11 +42,12 @@ from api.keys import (
     LABEL_WARM_POOL_SANDBOX,
     LAUNCH_TYPE_WARM,
 )
-from tests.e2e.test_up import _kubectl
+from api.objects import Json
+from tests.e2e.up import kubectl
+from tests.support.samples import is_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-Json = dict[str, Any]
 T = TypeVar("T")
 
 NAMESPACE = "default"
@@ -119,11 +120,6 @@ def _get(objects: k8s.CustomObjectsApi, kind: tuple[str, str, str], name: str) -
     return cast(Json, found)  # kubernetes >= 37 types custom objects as `object`
 
 
-def _ready(obj: Json) -> bool:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 def _pool_members(objects: k8s.CustomObjectsApi) -> tuple[Json, list[Json]]:
     """The pool and the Sandboxes its status selector selects."""
     pool = _get(objects, POOLS, POOL)
@@ -142,7 +138,7 @@ def _pool_members(objects: k8s.CustomObjectsApi) -> tuple[Json, list[Json]]:
 
 def _pool_state(objects: k8s.CustomObjectsApi) -> str:
     pool, members = _pool_members(objects)
-    ready = {m["metadata"]["name"]: _ready(m) for m in members}
+    ready = {m["metadata"]["name"]: is_ready(m) for m in members}
     return f"status {pool.get('status')}, members (name: Ready) {ready}"
 
 
@@ -153,7 +149,7 @@ def _ready_pool(objects: k8s.CustomObjectsApi) -> set[str] | None:
     status = pool.get("status") or {}
     if status.get("replicas") != REPLICAS or status.get("readyReplicas") != REPLICAS:
         return None
-    if len(members) != REPLICAS or not all(_ready(m) for m in members):
+    if len(members) != REPLICAS or not all(is_ready(m) for m in members):
         return None
     return {m["metadata"]["name"] for m in members}
 
@@ -182,7 +178,7 @@ def test_the_sdk_claims_a_warm_sandbox_reads_it_and_deletes_it(
     objects = k8s.CustomObjectsApi(kube)
     core = k8s.CoreV1Api(kube)
 
-    applied = _kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=MANIFESTS)
+    applied = kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=MANIFESTS)
     assert applied.returncode == 0, applied.stderr.decode()
 
     def pool_state() -> str:
@@ -216,7 +212,7 @@ def test_the_sdk_claims_a_warm_sandbox_reads_it_and_deletes_it(
         claim = _get(objects, CLAIMS, claim_name)
         assert claim is not None
         assert claim["status"]["sandbox"]["name"] == sandbox.sandbox_id
-        assert _ready(claim), claim["status"]
+        assert is_ready(claim), claim["status"]
         adopted = _get(objects, AGENTS, sandbox.sandbox_id)
         assert adopted is not None
         labels = adopted["metadata"].get("labels") or {}

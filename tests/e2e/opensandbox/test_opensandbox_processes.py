@@ -20,62 +20,34 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from api.objects import Json
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASED,
-    ANNOTATION_ALLOC_STATUS,
     ANNOTATION_ENDPOINTS,
 )
-from services.runtime.cache import ObjectKey
-from services.runtime.kube import KubeApi, KubeError
-from tests.component.sandbox.conftest import NS, until
-from tests.e2e.pool.test_pool_processes import cluster_world
+from events.envelope import ObjectKey
+from services.runtime.kube import KubeApi
+from tests.e2e.opensandbox.harness import conditions, get, pods_of, pool_body, run
 from tests.e2e.services import log_tails, service
+from tests.e2e.world import cluster_world
+from tests.support.samples import NS
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
-Json = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "opensandbox"
 BIN = Path(sys.executable).parent
 KUBECTL, SANDBUS = str(BIN / "kubectl"), str(BIN / "sandbus")
 POOL_ENV = {"SANDBUS_POOL_LEASE_SECONDS": "1"}
 
 
-async def run(*command: str) -> str:
-    """A command's standard output; it must succeed."""
-    process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
-    return out.decode()
-
-
 def example(name: str) -> Json:
     body: Json = yaml.safe_load((EXAMPLES / name).read_text())
     return body
-
-
-def pool_body(name: str, *, buffer: tuple[int, int], pool: tuple[int, int]) -> Json:
-    return {
-        "apiVersion": "sandbox.opensandbox.io/v1alpha1",
-        "kind": "Pool",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "template": {"spec": {"containers": [{"name": "main", "image": "python:3.12"}]}},
-            "capacitySpec": {
-                "bufferMin": buffer[0],
-                "bufferMax": buffer[1],
-                "poolMin": pool[0],
-                "poolMax": pool[1],
-            },
-            "scaleStrategy": {"maxUnavailable": "100%"},
-        },
-    }
 
 
 def batch_body(name: str, replicas: int, pool: str) -> Json:
@@ -87,28 +59,9 @@ def batch_body(name: str, replicas: int, pool: str) -> Json:
     }
 
 
-def pods_of(sandbox: Json, key: str = ANNOTATION_ALLOC_STATUS) -> list[str]:
-    text = (sandbox["metadata"].get("annotations") or {}).get(key)
-    return list(json.loads(text)["pods"]) if text else []
-
-
 def held(sandbox: Json) -> list[str]:
     released = set(pods_of(sandbox, ANNOTATION_ALLOC_RELEASED))
     return [p for p in pods_of(sandbox) if p not in released]
-
-
-async def get(kube: KubeApi, kind: str, name: str) -> Json | None:
-    try:
-        return await kube.get(ObjectKey(kind, NS, name))
-    except KubeError as error:
-        if error.not_found:
-            return None
-        raise
-
-
-def conditions(sandbox: Json | None) -> dict[str, str]:
-    found = ((sandbox or {}).get("status") or {}).get("conditions") or ()
-    return {c["type"]: c.get("reason", "") for c in found if c.get("status") == "True"}
 
 
 async def sandbox_ready(kube: KubeApi, name: str, replicas: int) -> bool:

@@ -1,13 +1,13 @@
 """End to end: pause and resume of BatchSandboxes with the watcher, the pool worker, the claim
 worker (BatchSandbox, pause and resume) and the snapshot worker (the commit Jobs) as their own
 processes, on the development cluster, whose Job controller runs image-committer Jobs as a
-simulated commit (services/devcluster/kubelet/committer.py).
+simulated commit (devtools/cluster/controllers/kubelet/committer.py).
 
 What must hold: a pause reaches Paused and a resume Succeed again, pooled and not, on the
 snapshot's images under the same name and uid, and ``sandbus explain`` tells it from the
 request to Paused; the snapshot worker killed (SIGKILL) in the middle of a commit finishes it
 without a second commit Job; a renewal of ``expireTime`` after a resume does not send the
-sandbox through Resuming again (upstream's replayed pause, spec/opensandbox.md §9.18); and a
+sandbox through Resuming again (upstream's replayed pause, docs/opensandbox.md §9.18); and a
 commit that fails leaves the sandbox running with PauseFailed and the reason.
 """
 
@@ -19,30 +19,25 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.devcluster.kubelet.config import FAIL_COMMIT_ANNOTATION
-from services.runtime.cache import ObjectKey
+from api.objects import Json
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.cluster.controllers.kubelet.config import FAIL_COMMIT_ANNOTATION
+from devtools.natsd import NatsServer
+from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi
-from services.runtime.natsd import NatsServer
-from tests.component.sandbox.conftest import FAST_KUBELET, NS, api_client, until
 from tests.component.watcher.harness import ClusterHistory
-from tests.e2e.opensandbox.test_opensandbox_processes import (
-    SANDBUS,
-    conditions,
-    get,
-    pods_of,
-    pool_body,
-    run,
-)
+from tests.e2e.opensandbox.harness import conditions, get, pods_of, pool_body, run
 from tests.e2e.services import log_tails, service
+from tests.e2e.up import SANDBUS
+from tests.support.samples import NS, stamp
+from tests.support.stack import FAST_KUBELET, api_client
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
-Json = dict[str, Any]
 REGISTRY = "registry.e2e.local/snapshots"
 SNAPSHOT_ENV = {"SANDBUS_SNAPSHOT_REGISTRY": REGISTRY, "SANDBUS_SNAPSHOT_LEASE_SECONDS": "1"}
 POOL_ENV = {"SANDBUS_POOL_LEASE_SECONDS": "1"}
@@ -196,7 +191,7 @@ async def test_pause_and_resume_round_trips_pooled_and_not(tmp_path: Path) -> No
                     assert step in explained, explained
 
                 # A renewal after the resume is a spec change like any other: no Resuming.
-                renewal = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+                renewal = stamp(datetime.now(UTC) + timedelta(hours=1))
                 await kube.patch(
                     ObjectKey("BatchSandbox", NS, "solo"), {"spec": {"expireTime": renewal}}
                 )

@@ -22,18 +22,20 @@ from typing import Any
 
 import pytest
 
+from api.objects import Json
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.natsd import NatsServer
+from events.envelope import ObjectKey
 from services.claim.core.envtask import ANNOTATION_CLAIM_ENV_TASK
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.runtime.cache import ObjectKey
 from services.runtime.kube import KubeApi
-from services.runtime.natsd import NatsServer
-from tests.component.sandbox.conftest import FAST_KUBELET, NS, api_client, until
-from tests.e2e.opensandbox.test_opensandbox_processes import get
+from tests.e2e.opensandbox.harness import get
 from tests.e2e.services import log_tails, service
+from tests.support.samples import NS, is_ready
+from tests.support.stack import FAST_KUBELET, api_client
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
-Json = dict[str, Any]
 PYTHON = sys.executable
 EXECUTOR = {
     "name": "task-executor",
@@ -239,9 +241,7 @@ async def test_a_claim_with_env_adopts_a_warm_sandbox_whose_process_sees_it(
 
         async def ready() -> Json | None:
             found = await get(kube, "SandboxClaim", "ada")
-            conditions = ((found or {}).get("status") or {}).get("conditions") or ()
-            ok = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-            return found if ok else None
+            return found if is_ready(found) else None
 
         ready_claim = await until(ready, within=60, interval=0.05)
         adopted = ready_claim["status"]["sandbox"]["name"]

@@ -1,7 +1,7 @@
 """End to end: a template's image changes under two SandboxWarmPools, one under each update
 strategy, with the watcher, the sandbox worker and the pool worker as their own processes.
 
-What must hold (upstream ``TestReconcilePool_TemplateUpdateRollout``, spec/agent-sandbox.md
+What must hold (upstream ``TestReconcilePool_TemplateUpdateRollout``, docs/agent-sandbox.md
 §4.5): under ``Recreate`` every member is replaced by one with the new image; under
 ``OnReplenish`` no member is replaced, and only the members made after some were deleted carry
 the new image.
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.cache import ObjectKey
+from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi
-from tests.component.sandbox.conftest import NS, until
-from tests.e2e.pool.test_pool_processes import (
+from tests.e2e.services import log_tails, service
+from tests.e2e.world import (
     Json,
     cluster_world,
     creates_of,
@@ -25,7 +25,8 @@ from tests.e2e.pool.test_pool_processes import (
     ready_members,
     template_body,
 )
-from tests.e2e.services import log_tails, service
+from tests.support.samples import NS
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 

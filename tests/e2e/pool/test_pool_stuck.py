@@ -1,7 +1,7 @@
 """End to end: members that never become Ready, with the watcher, the sandbox worker and the
 pool worker as their own processes, the readiness grace cut to 2 s.
 
-What must hold (spec/agent-sandbox.md §4.2 step 5 and step 10, upstream
+What must hold (docs/agent-sandbox.md §4.2 step 5 and step 10, upstream
 ``TestReconcilePoolGCStuckSandboxes`` and ``TestReconcilePool_UnschedulableStuckGC``): a member
 whose Pod runs but is never Ready is deleted once its grace is over, never before, and replaced,
 one generation per grace at most; a member whose Pod cannot be scheduled is held, not churned,
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
-from services.devcluster.kubelet.config import FAIL_ANNOTATION
+from devtools.cluster.controllers.kubelet.config import FAIL_ANNOTATION
 from services.runtime.kube import KubeApi
-from tests.component.sandbox.conftest import NS, until
 from tests.component.watcher.harness import ClusterHistory
-from tests.e2e.pool.test_pool_processes import (
+from tests.e2e.services import log_tails, service
+from tests.e2e.world import (
     Json,
     cluster_world,
     creates_of,
@@ -30,7 +30,8 @@ from tests.e2e.pool.test_pool_processes import (
     pool_status,
     template_body,
 )
-from tests.e2e.services import log_tails, service
+from tests.support.samples import NS
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 

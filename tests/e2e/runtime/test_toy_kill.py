@@ -19,12 +19,12 @@ import nats
 import pytest
 from nats.js import JetStreamContext
 
+from devtools.cluster import DevCluster, LatencyModel
+from devtools.natsd import NatsServer
 from events.codec import decode_event
 from events.subjects import decision_subject
 from events.types import DecisionMade
-from services.devcluster import DevCluster, LatencyModel
 from services.runtime.bus import BusConfig
-from services.runtime.natsd import NatsServer
 from services.runtime.streams import read_to_end
 from tests.component.runtime.toy import (
     HANG_ENV,
@@ -33,9 +33,10 @@ from tests.component.runtime.toy import (
     ensure_toy_streams,
     request_subject,
 )
-from tests.component.sandbox.conftest import NS, until
 from tests.component.watcher.harness import ClusterHistory
 from tests.e2e.services import log_tails, service
+from tests.support.samples import NS
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 

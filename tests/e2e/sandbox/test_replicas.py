@@ -15,21 +15,16 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.runtime.cache import ObjectKey
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.natsd import NatsServer
+from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi, KubeError
 from services.runtime.lease import holder_of
-from services.runtime.natsd import NatsServer
-from tests.component.sandbox.conftest import (
-    FAST_KUBELET,
-    NS,
-    api_client,
-    condition,
-    sandbox_body,
-    until,
-)
-from tests.e2e.sandbox.test_sandbox_processes import pods_of_sandboxes
+from tests.e2e.sandbox.harness import pods_of_sandboxes
 from tests.e2e.services import log_tails, service
+from tests.support.samples import NS, condition, sandbox_body
+from tests.support.stack import FAST_KUBELET, api_client
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 

@@ -15,19 +15,15 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from services.devcluster import DevCluster, LatencyModel, SimulationSettings
-from services.runtime.cache import ObjectKey
+from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
+from devtools.natsd import NatsServer
+from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi, KubeError
-from services.runtime.natsd import NatsServer
-from tests.component.sandbox.conftest import (
-    FAST_KUBELET,
-    NS,
-    api_client,
-    condition,
-    sandbox_body,
-    until,
-)
+from tests.e2e.sandbox.harness import pods_of_sandboxes
 from tests.e2e.services import log_tails, service
+from tests.support.samples import NS, condition, sandbox_body
+from tests.support.stack import FAST_KUBELET, api_client
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -46,16 +42,6 @@ async def ready_count(kube: KubeApi) -> int:
         if condition(found) == ("True", "DependenciesReady") and found["status"].get("podIPs"):
             count += 1
     return count
-
-
-async def pods_of_sandboxes(core: k8s.CoreV1Api) -> dict[str, int]:
-    """Sandbox name → how many Pods it controls (read through the API, not the bus)."""
-    owners: dict[str, int] = {}
-    for pod in (await core.list_namespaced_pod(NS)).items:
-        for ref in pod.metadata.owner_references or ():
-            if ref.kind == "Sandbox" and ref.controller:
-                owners[ref.name] = owners.get(ref.name, 0) + 1
-    return owners
 
 
 async def test_fifty_sandboxes_across_a_worker_kill(tmp_path: Path) -> None:

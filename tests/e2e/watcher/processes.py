@@ -1,4 +1,5 @@
-"""``sandbus run watcher`` as a real process that a test can SIGKILL, and the Lease it holds.
+"""``sandbus run watcher`` as a real process that a test can SIGKILL, and the Lease it holds:
+what the watcher's end-to-end tests share (their fixtures are in conftest.py).
 
 Each process is tied to the test process with ``PR_SET_PDEATHSIG``, like the embedded
 nats-server, so that a test runner that dies leaves no watcher behind; every process a test
@@ -12,11 +13,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from services.devcluster import DevCluster
+from devtools.cluster import DevCluster
 from services.runtime.lease import holder_of
+from tests.support.waiting import until
 
+LEASE_SECONDS = 2.0
+"""The Lease duration the watcher processes of these tests run with."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -92,3 +97,13 @@ class WatcherProcess:
 
 def lease_holder(cluster: DevCluster, name: str = "sandbus-watcher") -> str:
     return holder_of(cluster.store.get("leases.coordination.k8s.io", "default", name))
+
+
+async def wait_holder(cluster: DevCluster, identity: str, within: float = 15.0) -> float:
+    """Wait until ``identity`` holds the Lease; returns when (monotonic)."""
+    await until(
+        lambda: lease_holder(cluster) == identity,
+        within=within,
+        what=lambda: f"{identity} to hold the Lease (held by {lease_holder(cluster)!r})",
+    )
+    return time.monotonic()

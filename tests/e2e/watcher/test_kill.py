@@ -16,29 +16,18 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
-from services.devcluster import DevCluster
+from devtools.cluster import DevCluster
 from tests.component.watcher.harness import (
     ClusterHistory,
     assert_consistent,
     burst,
     event_log,
-    eventually,
     wait_caught_up,
     wait_publishing,
 )
-from tests.e2e.watcher.processes import WatcherProcess, lease_holder
+from tests.e2e.watcher.processes import WatcherProcess, lease_holder, wait_holder
 
 pytestmark = pytest.mark.slow
-
-
-async def wait_holder(cluster: DevCluster, identity: str, within: float = 15.0) -> float:
-    """Wait until ``identity`` holds the Lease; returns when (monotonic)."""
-
-    async def holds() -> bool:
-        return lease_holder(cluster) == identity
-
-    await eventually(holds, within=within, interval=0.05)
-    return time.monotonic()
 
 
 async def test_sigkill_mid_burst_then_restart_loses_and_duplicates_nothing(

@@ -11,18 +11,16 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
-from services.devcluster import DevCluster
+from devtools.cluster import DevCluster
 from tests.component.watcher.harness import (
     ClusterHistory,
     assert_consistent,
     burst,
-    eventually,
     wait_caught_up,
     wait_publishing,
 )
-from tests.e2e.watcher.conftest import LEASE_SECONDS
-from tests.e2e.watcher.processes import WatcherProcess, lease_holder
-from tests.e2e.watcher.test_kill import wait_holder
+from tests.e2e.watcher.processes import LEASE_SECONDS, WatcherProcess, lease_holder, wait_holder
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +29,7 @@ async def elected(cluster: DevCluster, replicas: dict[str, WatcherProcess]) -> s
     async def someone() -> bool:
         return lease_holder(cluster) in replicas
 
-    await eventually(someone, within=15.0, interval=0.05)
+    await until(someone, within=15.0, interval=0.05)
     return lease_holder(cluster)
 
 

@@ -16,10 +16,11 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from nats.aio.client import Client
 
-from services.devcluster import DevCluster
-from services.runtime.natsd import NatsServer
-from tests.component.watcher.harness import burst, event_log, eventually, wait_publishing
+from devtools.cluster import DevCluster
+from devtools.natsd import NatsServer
+from tests.component.watcher.harness import burst, event_log, wait_publishing
 from tests.e2e.watcher.processes import WatcherProcess, lease_holder
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +42,7 @@ async def _logged(process: WatcherProcess, text: str) -> None:
         assert process.alive, process.log()[-3000:]
         return text in process.log()
 
-    await eventually(found, within=20.0, interval=0.05)
+    await until(found, within=20.0, interval=0.05)
 
 
 async def _leads(cluster: DevCluster, process: WatcherProcess) -> None:
@@ -49,7 +50,7 @@ async def _leads(cluster: DevCluster, process: WatcherProcess) -> None:
         assert process.alive, process.log()[-3000:]
         return lease_holder(cluster) == process.identity
 
-    await eventually(leading, within=20.0, interval=0.05)
+    await until(leading, within=20.0, interval=0.05)
 
 
 async def test_sigterm_stops_the_watcher_promptly_at_every_moment(
@@ -89,7 +90,7 @@ async def test_sigterm_stops_the_watcher_promptly_at_every_moment(
                 sum(e.event.name.startswith("busy") for e in await event_log(nc.jetstream())) > 30
             )
 
-        await eventually(publishing, within=20.0, interval=0.05)
+        await until(publishing, within=20.0, interval=0.05)
         took["mid-burst"] = await _terminate(busy)
     finally:
         writes.cancel()

@@ -1,4 +1,4 @@
-"""The agent-sandbox kinds against spec/agent-sandbox.md §1: what the API server does with
+"""The agent-sandbox kinds against docs/agent-sandbox.md §1: what the API server does with
 them (defaults, rejections, pruning), what the CRDs say, and how the types encode."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from api import agents
 from api.crd import crd_for, openapi_schema
 from api.meta import ObjectMeta, Resource
-from services.devcluster.structural import StructuralSchema
+from devtools.cluster.apirules.structural import StructuralSchema
 from tests.unit.api.manifests import EXAMPLES_DIR, OBSERVED_DIR, load_documents
 
 AGENT_KINDS: tuple[type[Resource], ...] = (

@@ -26,7 +26,7 @@ from api.meta import (
     cel,
     list_map,
 )
-from services.devcluster.structural import schema_problems
+from devtools.cluster.apirules.structural import schema_problems
 from tests.unit.api.manifests import CRD_DIR
 
 # --- deploy/crds ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from api.kinds import kind_for
 from api.meta import Resource
-from services.devcluster.structural import StructuralSchema
+from devtools.cluster.apirules.structural import StructuralSchema
 from tests.unit.api.manifests import CRD_DIR, example_documents, load_documents
 
 EXAMPLES = example_documents()

@@ -1,8 +1,8 @@
 """A second opinion on the CRD schemas from the jsonschema library.
 
-Our own validator (:mod:`services.devcluster.structural`) reproduces the API server's messages;
-this test checks the same manifests with an independent implementation of JSON Schema, so a bug
-shared by the generator and our validator cannot hide. OpenAPI v3.0 schemas are close to JSON
+Our own validator (:mod:`devtools.cluster.apirules.structural`) reproduces the API server's
+messages; this test checks the same manifests with an independent implementation of JSON Schema, so
+a bug shared by the generator and our validator cannot hide. OpenAPI v3.0 schemas are close to JSON
 Schema draft 4; the ``x-kubernetes-*`` extensions are annotations that draft 4 ignores.
 """
 
@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from api.kinds import kind_for
-from services.devcluster.structural import StructuralSchema
+from devtools.cluster.apirules.structural import StructuralSchema
 from tests.unit.api.manifests import CRD_DIR, example_documents, load_documents
 
 EXAMPLES = example_documents()

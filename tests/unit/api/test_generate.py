@@ -44,6 +44,6 @@ def test_check_fails_on_a_stale_or_missing_file_and_writes_nothing(
 
 
 def test_the_default_output_is_deploy_crds() -> None:
-    from services.generate import TARGETS
+    from services.cli.generate import TARGETS
 
     assert TARGETS["crds"].default_out == "deploy/crds"

@@ -1,4 +1,5 @@
-"""The agent-sandbox name hash against the spec's vectors, and the properties label values need."""
+"""The agent-sandbox name hash against the vectors of docs/agent-sandbox.md §4.6, and the properties
+label values need."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from api import keys
 from api.keys import name_hash
 
-# spec/agent-sandbox.md §4.6: the standard 32-bit FNV-1a vectors the Go controller is tested with.
+# docs/agent-sandbox.md §4.6: the standard 32-bit FNV-1a vectors the Go controller is tested with.
 SPEC_VECTORS = [
     ("", "811c9dc5"),
     ("a", "e40c292c"),

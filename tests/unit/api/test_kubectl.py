@@ -4,8 +4,8 @@ A client dry-run still asks the server for discovery (to map the kind to a resou
 validate, for the server's OpenAPI document. No cluster exists here, so the test serves the
 discovery documents for ``apiextensions.k8s.io/v1`` from a throwaway HTTP server and passes
 ``--validate=false``: kubectl then parses every file, decodes each object as a
-CustomResourceDefinition and prints the dry-run result. The schema rules that server-side
-validation would check are tested with :func:`services.devcluster.structural.schema_problems` in
+CustomResourceDefinition and prints the dry-run result. The schema rules that server-side validation
+would check are tested with :func:`devtools.cluster.apirules.structural.schema_problems` in
 test_crd.py.
 """
 

@@ -1,4 +1,4 @@
-"""The OpenSandbox types against spec/opensandbox.md §1: the example manifests decode and encode
+"""The OpenSandbox types against docs/opensandbox.md §1: the example manifests decode and encode
 back unchanged, defaults and validation are the upstream CRDs', and the CRD metadata is right."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Sandbox a claim creates on the cold path (spec/agent-sandbox.md §3.4 "Cold create")."""
+"""The Sandbox a claim creates on the cold path (docs/agent-sandbox.md §3.4 "Cold create")."""
 
 from __future__ import annotations
 

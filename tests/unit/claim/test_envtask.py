@@ -13,7 +13,8 @@ from services.claim.core.batch.tasks import SyncTasks, TaskReport
 from services.claim.core.envtask import ANNOTATION_CLAIM_ENV_TASK, env_task_command
 from services.claim.core.metrics import ClaimMemo
 from services.claim.core.plan import plan_claim
-from services.runtime.reconcile.actions import Plan, Take
+from services.domain.agentsandbox.warmqueue import Take
+from services.runtime.reconcile.actions import Plan
 from tests.unit.claim.world import (
     CLAIM,
     IP,

@@ -1,4 +1,4 @@
-"""Pod exclusivity under concurrency (spec/agent-sandbox.md §3.5 "Pod exclusivity invariant",
+"""Pod exclusivity under concurrency (docs/agent-sandbox.md §3.5 "Pod exclusivity invariant",
 upstream issue #127; the random counterpart of TestWarmPoolPodExclusivity).
 
 Hypothesis drives random interleavings against :class:`~tests.unit.claim.world.Cluster`: up to
@@ -41,9 +41,10 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from api.objects import compare_resource_versions, controller_of, metadata_of
 from services.claim.core.adoption import adoptable_by
-from services.runtime.cache import compare_resource_versions, controller_of, metadata_of
 from services.runtime.reconcile.actions import Release
+from tests.support.plans import actions_of
 from tests.unit.claim.world import (
     POOL,
     Cluster,
@@ -182,9 +183,7 @@ def check_releases(flight: Flight) -> None:
     """A claim gives back only entries another claim might adopt: never one whose Sandbox it
     saw gone, replaced by another incarnation, or no longer adoptable (its own, say)."""
     offers = {offer.token: offer for offer in flight.obs.offers}
-    for action in flight.plan.actions:
-        if not isinstance(action, Release):
-            continue
+    for action in actions_of(flight.plan, Release):
         offer = offers[action.token]
         sandbox = offer.sandbox
         if sandbox is None:

@@ -1,5 +1,5 @@
 """What a claim may add to its template on the cold path: env and volume claim templates
-(spec/agent-sandbox.md §3.6)."""
+(docs/agent-sandbox.md §3.6)."""
 
 from __future__ import annotations
 

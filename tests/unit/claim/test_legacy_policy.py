@@ -1,12 +1,12 @@
-"""The legacy per-claim NetworkPolicy (agent-sandbox §3.3 step 2, upstream's
+"""The legacy per-claim NetworkPolicy (docs/agent-sandbox.md §3.3 step 2, upstream's
 cleanupLegacyNetworkPolicy): older controllers made ``<claim>-network-policy`` per claim; the
 claim worker deletes it on any pass, when the claim controls it, and leaves alone a policy of
 that name that someone else made."""
 
 from __future__ import annotations
 
+from api.objects import Json
 from services.claim.core.plan import plan_claim
-from services.runtime.cache import Json
 from services.runtime.reconcile.actions import Delete
 from tests.unit.claim.world import (
     CLAIM,

@@ -1,4 +1,4 @@
-"""A claim's additionalPodMetadata: its validation (spec/agent-sandbox.md §3.4) and the pod
+"""A claim's additionalPodMetadata: its validation (docs/agent-sandbox.md §3.4) and the pod
 metadata of the claim's Sandbox on the cold and warm paths (§3.4, §3.5)."""
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ from api.keys import (
     ANNOTATION_WEBHOOK_FIRST_OBSERVED_AT,
     LABEL_CREATED_BY,
 )
+from api.objects import Json
+from events.envelope import ObjectKey
 from services.claim.core.metrics import (
     CLAIM_STARTUP,
     CLIENT_STARTUP,
@@ -28,7 +30,6 @@ from services.claim.core.metrics import (
     ClaimMemo,
     launch_type,
 )
-from services.runtime.cache import Json, ObjectKey
 from services.runtime.reconcile.actions import Patch, Record
 from services.runtime.times import rfc3339_nano
 from tests.unit.claim.world import (

@@ -1,4 +1,4 @@
-"""The SandboxClaim controller's decisions (spec/agent-sandbox.md §3.3-3.7), through
+"""The SandboxClaim controller's decisions (docs/agent-sandbox.md §3.3-3.7), through
 ``plan_claim``, mirroring upstream's claim tests (§7.2: sandboxclaim_controller_test.go,
 sandboxclaim_conditions_test.go, sandboxclaim_pod_exclusivity_test.go).
 
@@ -75,24 +75,16 @@ from api.keys import (
     LEGACY_LABEL_SANDBOX_NAME,
     name_hash,
 )
+from api.objects import Json
+from events.envelope import ObjectKey
 from services.claim.core.observation import ClaimSettings
 from services.claim.core.plan import plan_claim
 from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
-from services.pool.core.hashes import blueprint_hash
-from services.pool.core.secure_defaults import apply_secure_defaults
-from services.runtime.cache import Json, ObjectKey
-from services.runtime.reconcile.actions import (
-    Ack,
-    Create,
-    Delete,
-    DropQueue,
-    Patch,
-    Plan,
-    Refresh,
-    Release,
-    Take,
-    WarmQueue,
-)
+from services.domain.agentsandbox.hashes import blueprint_hash
+from services.domain.agentsandbox.secure_defaults import apply_secure_defaults
+from services.domain.agentsandbox.warmqueue import DropQueue, Take, WarmQueue
+from services.runtime.reconcile.actions import Ack, Create, Delete, Patch, Plan, Refresh, Release
+from tests.support.fakeapi import apply_merge_patch
 from tests.unit.claim.world import (
     CLAIM,
     CLAIM_UID,
@@ -126,7 +118,6 @@ from tests.unit.claim.world import (
     template,
     world,
 )
-from tests.unit.runtime.test_reconcile_actions import apply_merge_patch
 
 REF_HASH = name_hash(TEMPLATE)
 NOT_READY = {"status": "False", "reason": "SandboxNotReady", "message": "Sandbox is not ready"}
@@ -665,8 +656,8 @@ def test_expired_retain_deletes_the_sandbox_and_keeps_the_claim(warm: bool) -> N
 def test_expired_retain_with_its_sandbox_gone_clears_the_binding_and_rests() -> None:
     """Mirrors TestSandboxClaimCleanupPolicy (Policy=Retain, the pass after the Sandbox is
     gone): upstream's reconcileExpired finds no Sandbox and no error, so the claim's
-    ``status.sandbox`` is cleared (spec §3.7) while Ready stays ClaimExpired; and an expired
-    claim is not looked at again on a timer."""
+    ``status.sandbox`` is cleared (docs/agent-sandbox.md §3.7) while Ready stays ClaimExpired; and
+    an expired claim is not looked at again on a timer."""
     expired = _expired_claim(
         "retain-claim",
         "Retain",
@@ -1884,7 +1875,7 @@ def test_forwarded_ready_carries_the_claims_generation() -> None:
 
 
 def test_bound_sandbox_deleted_self_heals() -> None:
-    """Mirrors spec §3.3a / §11.21 (claims self-heal; the re-adoption pass of
+    """Mirrors docs/agent-sandbox.md §3.3a / §11.21 (claims self-heal; the re-adoption pass of
     TestSandboxClaimAssignedSandboxDeletedTerminalCleanup): when the bound warm Sandbox is
     gone, the claim drops the reference and, in the same pass, adopts another warm member;
     when that is gone too and the queue is empty, it starts cold under its own name. It is
@@ -1929,8 +1920,8 @@ def test_warm_pool_pod_exclusivity() -> None:
 
 
 def test_claim_being_deleted_gives_back_what_it_holds() -> None:
-    """Spec §3.3 step 3 (no upstream test of its own): a claim being deleted does nothing but
-    give its held entries back to the queue, so another claim can adopt them."""
+    """docs/agent-sandbox.md §3.3 step 3 (no upstream test of its own): a claim being deleted does
+    nothing but give its held entries back to the queue, so another claim can adopt them."""
     sb = member("pool-sb-1")
     plan = plan_of(claim(deleting=True), pool(), template(), sb, offers=[entry(sb, "e")])
     assert [type(a) for a in plan.actions] == [Release]
@@ -1938,7 +1929,7 @@ def test_claim_being_deleted_gives_back_what_it_holds() -> None:
 
 
 def test_first_observation_is_stamped_once() -> None:
-    """Spec §3.3 step 4 (``controller-first-observed-at``; upstream pins it in
+    """docs/agent-sandbox.md §3.3 step 4 (``controller-first-observed-at``; upstream pins it in
     sandboxclaim_rawpatch_test.go, outside these three files): the first pass stamps the claim
     when the controller first saw it (Go RFC3339Nano), in the adoption's own annotation write
     when it adopts; a stamped claim is not stamped again."""
@@ -1955,9 +1946,9 @@ def test_first_observation_is_stamped_once() -> None:
 
 
 def test_pod_ips_the_sandbox_lost_leave_the_claims_status() -> None:
-    """Spec §3.7 (``status.sandbox.podIPs`` is the Sandbox's; no upstream test of its own):
-    when the Sandbox no longer reports pod IPs, the claim's status stops reporting them too:
-    the status write removes them (a merge patch would otherwise keep the old ones, and the
+    """docs/agent-sandbox.md §3.7 (``status.sandbox.podIPs`` is the Sandbox's; no upstream test of
+    its own): when the Sandbox no longer reports pod IPs, the claim's status stops reporting them
+    too: the status write removes them (a merge patch would otherwise keep the old ones, and the
     SDK would connect to an address that is gone)."""
     bound = claim(
         status={"conditions": [], "sandbox": {"name": "adopted-sb", "podIPs": [IP]}},
@@ -1970,9 +1961,9 @@ def test_pod_ips_the_sandbox_lost_leave_the_claims_status() -> None:
 
 
 def test_entry_of_the_claims_own_sandbox_is_acked_not_given_back() -> None:
-    """Spec §3.5 (the queue offers adoptable members only; no upstream test: upstream's queue
-    has no acks): a pass that stopped after adopting but before acking (its status write
-    failed) leaves the claim holding the entry of the Sandbox it now controls; the next pass
+    """docs/agent-sandbox.md §3.5 (the queue offers adoptable members only; no upstream test:
+    upstream's queue has no acks): a pass that stopped after adopting but before acking (its status
+    write failed) leaves the claim holding the entry of the Sandbox it now controls; the next pass
     acks it away instead of handing it to the next claim, while an entry another claim could
     still adopt goes back."""
     named = claim(annotations={ANNOTATION_SANDBOX_NAME: "adopted-sb"})
@@ -1987,9 +1978,9 @@ def test_entry_of_the_claims_own_sandbox_is_acked_not_given_back() -> None:
 
 
 def test_created_by_follows_the_claim_on_its_sandbox() -> None:
-    """Spec §3.4 fast path (upstream reconcileActive, no test of its own): the claim's
-    ``created-by`` label is kept in step on its Sandbox and pod template, and removed when the
-    claim drops it."""
+    """docs/agent-sandbox.md §3.4 fast path (upstream reconcileActive, no test of its own): the
+    claim's ``created-by`` label is kept in step on its Sandbox and pod template, and removed when
+    the claim drops it."""
     labelled = claim(
         labels={LABEL_CREATED_BY: "python-client"}, status={"sandbox": {"name": CLAIM}}
     )

@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from api.keys import name_hash
+from api.objects import Json
 from services.claim.core.spread import node_spread, queued_nodes
-from services.runtime.cache import Json, ObjectCache
-from services.runtime.reconcile.actions import WarmQueue
+from services.domain.agentsandbox.warmqueue import WarmQueue
+from services.runtime.cache import ObjectCache
 from tests.unit.claim.world import NOW, NS, POOL, TEMPLATE, condition, member, pool
 
 

@@ -3,7 +3,7 @@ small API server with a warm queue that carries out plans as the worker shell an
 servers would.
 
 The builders make objects as the API serves them (pool members through the pool's own
-:func:`~services.pool.core.blueprint.pool_sandbox`, cold sandboxes through the claim's own
+:func:`~services.domain.agentsandbox.blueprint.pool_sandbox`, cold sandboxes through the claim's own
 :func:`~services.claim.core.cold.cold_sandbox`). :func:`observe` goes through the real
 :func:`~services.claim.core.observation.observe_claim` on a real
 :class:`~services.runtime.cache.ObjectCache`, so the planner sees what the worker would give it.
@@ -40,14 +40,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.keys import ANNOTATION_SANDBOX_NAME, name_hash
+from api.objects import (
+    Json,
+    condition_of,
+    controller_of,
+    controller_reference,
+    is_ready,
+    metadata_of,
+)
+from events.envelope import ObjectKey, key_of
 from events.subjects import warm_subject
 from services.claim.core.adoption import adoptable_by
 from services.claim.core.cold import cold_sandbox
 from services.claim.core.observation import ClaimObservation, ClaimSettings, observe_claim
 from services.claim.core.plan import plan_claim
-from services.pool.core.blueprint import pool_sandbox, template_ref_name
-from services.pool.core.observation import is_ready
-from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of, metadata_of
+from services.domain.agentsandbox.blueprint import pool_sandbox
+from services.domain.agentsandbox.warmpool import template_ref_name
+from services.domain.agentsandbox.warmqueue import Take
+from services.runtime.cache import ObjectCache
+from services.runtime.kube import KubeError
 from services.runtime.reconcile.actions import (
     Ack,
     Action,
@@ -58,11 +69,11 @@ from services.runtime.reconcile.actions import (
     Record,
     Refresh,
     Release,
-    Take,
 )
 from services.runtime.reconcile.sources import SourceMessage
-from services.sandbox.core.objects import controller_reference
-from tests.unit.runtime.test_reconcile_actions import apply_merge_patch
+from tests.support.fakeapi import FROM_BODY, FakeApiServer
+from tests.support.plans import actions_of
+from tests.support.samples import stamp
 
 NS = "default"
 NOW = datetime(2026, 7, 19, 15, 27, 56, tzinfo=UTC)
@@ -74,10 +85,6 @@ CLAIM_UID = "claim-uid"
 IP = "10.244.0.5"
 SETTINGS = ClaimSettings()
 API_VERSION = "extensions.agents.x-k8s.io/v1beta1"
-
-
-def stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- builders -------------------------------------------------------------------------------
@@ -274,10 +281,6 @@ def observe(
 # -- reading plans --------------------------------------------------------------------------
 
 
-def actions_of(plan: Plan, kind: type) -> list[Any]:
-    return [action for action in plan.actions if isinstance(action, kind)]
-
-
 def sandbox_creates(plan: Plan) -> list[Json]:
     return [a.body for a in actions_of(plan, Create) if a.body.get("kind") == "Sandbox"]
 
@@ -316,10 +319,9 @@ def finished_of(status: Mapping[str, Any] | None) -> Json | None:
 
 
 def condition_in(status: Mapping[str, Any] | None, kind: str) -> Json | None:
-    for cond in (status or {}).get("conditions") or ():
-        if cond.get("type") == kind:
-            return dict(cond)
-    return None
+    """Condition ``kind`` of ``status`` (a copy; None: no such condition)."""
+    found = condition_of({"status": status or {}}, kind)
+    return None if found is None else dict(found)
 
 
 def reason_in(status: Mapping[str, Any] | None, kind: str = "Ready") -> str | None:
@@ -370,8 +372,11 @@ class Refused(Exception):
 
 
 @dataclass
-class Cluster:
-    objects: dict[ObjectKey, Json] = field(default_factory=dict)
+class Cluster(FakeApiServer):
+    """The fake API server (:class:`~tests.support.fakeapi.FakeApiServer`), the warm queue, and
+    the claim and pool workers around them (see the module's text)."""
+
+    carries_out = (Create, Patch, Delete)
     now: datetime = NOW
     settings: ClaimSettings = SETTINGS
     queue: list[Entry] = field(default_factory=list)
@@ -391,34 +396,18 @@ class Cluster:
     refused: list[tuple[Action, str]] = field(default_factory=list)
     fail_next: set[str] = field(default_factory=set)
     bus_caught_up: bool = False
-    _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
     _tokens: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- objects ----------------------------------------------------------------------------
 
-    def add(self, *objs: Json) -> Cluster:
-        for obj in objs:
-            self.objects[key_of(obj)] = copy.deepcopy(obj)
-        return self
-
-    def get(self, kind: str, name: str) -> Json | None:
-        return self.objects.get(ObjectKey(kind, NS, name))
-
-    def must(self, kind: str, name: str) -> Json:
-        """The stored object, which must exist."""
-        found = self.get(kind, name)
-        assert found is not None, f"{kind} {name} does not exist"
-        return found
+    def new_uid(self, key: ObjectKey) -> str:
+        return f"uid-{key.name}-{next(self._versions)}"
 
     def sandboxes(self) -> list[Json]:
         return [obj for key, obj in sorted(self.objects.items()) if key.kind == "Sandbox"]
 
     def claims(self) -> list[Json]:
         return [obj for key, obj in sorted(self.objects.items()) if key.kind == "SandboxClaim"]
-
-    def bump(self, obj: Json) -> Json:
-        obj["metadata"]["resourceVersion"] = str(next(self._versions))
-        return obj
 
     def delete(self, kind: str, name: str) -> None:
         self.objects.pop(ObjectKey(kind, NS, name), None)
@@ -557,12 +546,8 @@ class Cluster:
             raise Refused("500 InternalError (injected)")
 
     def _execute(self, action: Action, flight: Flight) -> bool:
-        if isinstance(action, Create):
-            return self._create(action, flight)
-        if isinstance(action, Patch):
-            return self._patch(action, flight)
-        if isinstance(action, Delete):
-            return self._delete(action, flight)
+        if isinstance(action, self.carries_out):
+            return self._write(action, flight)
         if isinstance(action, Take):
             if not self.queue:
                 return True
@@ -589,62 +574,50 @@ class Cluster:
             self.queue.insert(0, found)
         return True
 
-    def _create(self, action: Create, flight: Flight) -> bool:
-        body = copy.deepcopy(action.body)
-        if body.get("kind") == "Event":
-            self.events.append(body)
+    def _write(self, action: Create | Patch | Delete, flight: Flight) -> bool:
+        """One write to the API server: False when it stops the plan without failing it (the
+        shell reads the object and plans again: AlreadyExists, NotFound)."""
+        if isinstance(action, Create) and action.body.get("kind") == "Event":
+            self.events.append(copy.deepcopy(action.body))
             return True
         self._api_write(flight)
-        key = key_of(body)
-        if key in self.objects:
-            self.refused.append((action, "409 AlreadyExists"))
-            return False  # the shell reads it and plans again
-        meta = body["metadata"]
-        meta.setdefault("uid", f"uid-{key.name}-{next(self._versions)}")
-        meta["creationTimestamp"] = stamp(self.now)
-        self.objects[key] = self.bump(body)
-        flight.known[key] = meta["resourceVersion"]
-        return True
-
-    def _patch(self, action: Patch, flight: Flight) -> bool:
-        self._api_write(flight)
-        current = self.objects.get(action.target)
-        if current is None:
-            self.read_gone.setdefault(flight.claim, set()).add(action.target)
-            self.refused.append((action, "404 NotFound"))
-            return False
-        patch = copy.deepcopy(dict(action.patch))
-        wanted = (patch.get("metadata") or {}).pop("resourceVersion", None)
-        if action.conditional:
-            wanted = (
-                current["metadata"]["resourceVersion"]
-                if self.bus_caught_up
-                else flight.known.get(action.target)
-            )
-            if not wanted:
-                raise Refused("no known version to make the patch conditional on")
-        stored = str(current["metadata"].get("resourceVersion") or "")
-        if wanted is not None and wanted != stored:
-            raise Refused(f"409 Conflict on {action.target} ({wanted} is not {stored})")
-        if action.subresource == "status":
-            patch = {"status": patch["status"]} if "status" in patch else {}
-        else:
-            patch.pop("status", None)
-        written = apply_merge_patch(copy.deepcopy(current), patch)
-        if written != current:
-            self.objects[action.target] = self.bump(written)
-        flight.known[action.target] = self.objects[action.target]["metadata"]["resourceVersion"]
-        return True
-
-    def _delete(self, action: Delete, flight: Flight) -> bool:
-        self._api_write(flight)
-        current = self.objects.get(action.target)
-        if current is None:
-            return True
-        if action.uid is not None and action.uid != current["metadata"].get("uid"):
-            raise Refused(f"409 Conflict: uid precondition of {action.target}")
-        del self.objects[action.target]
-        self.read_gone.setdefault(flight.claim, set()).add(action.target)
+        try:
+            if isinstance(action, Create):
+                created = self.create_object(action.body)
+                flight.known[key_of(created)] = created["metadata"]["resourceVersion"]
+            elif isinstance(action, Patch):
+                precondition = FROM_BODY
+                if action.conditional and action.target in self.objects:
+                    precondition = (
+                        self.objects[action.target]["metadata"]["resourceVersion"]
+                        if self.bus_caught_up
+                        else flight.known.get(action.target)
+                    )
+                    if not precondition:
+                        raise Refused("no known version to make the patch conditional on")
+                written = self.patch_object(
+                    action.target,
+                    action.patch,
+                    subresource=action.subresource,
+                    precondition=precondition,
+                )
+                flight.known[action.target] = written["metadata"]["resourceVersion"]
+            else:
+                existed = action.target in self.objects
+                self.delete_object(
+                    action.target, uid=action.uid, resource_version=action.resource_version
+                )
+                if existed:
+                    self.read_gone.setdefault(flight.claim, set()).add(action.target)
+        except KubeError as error:
+            if error.already_exists:
+                self.refused.append((action, "409 AlreadyExists"))
+                return False
+            if error.not_found:
+                self.read_gone.setdefault(flight.claim, set()).add(action.target)
+                self.refused.append((action, "404 NotFound"))
+                return False
+            raise Refused(f"{error.status} {error.reason}: {error.message}") from None
         return True
 
 

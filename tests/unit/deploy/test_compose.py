@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from services.cli import build_parser
-from services.runtime.runner import SERVICES
+from services.cli.run import SERVICES
 from tests.unit.deploy.manifests import (
     BASE,
     REPO,

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from services.runtime.natsd import find_nats_server
+from devtools.natsd import find_nats_server
 from tests.unit.deploy.manifests import (
     DEPLOY,
     enable_components,

@@ -138,7 +138,8 @@ def test_the_claim_worker_runs_on_every_replica_and_holds_no_lease() -> None:
 
 @pytest.mark.parametrize("service", WORKERS)
 def test_workers_never_list_or_watch_kubernetes(service: str) -> None:
-    # Only the watcher lists and watches; workers learn the world from the bus (DESIGN.md).
+    # Only the watcher lists and watches; workers learn the world from the bus
+    # (docs/architecture.md).
     for rule in _cluster_role(service)["rules"]:
         assert not {"list", "watch"} & set(rule["verbs"]), rule
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from services.devcluster.discovery import SERVER_VERSION
+from devtools.cluster.http.discovery import SERVER_VERSION
 from tests.unit.api.manifests import example_documents
 from tests.unit.deploy.manifests import (
     COMPONENTS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.runtime.runner import SERVICES
+from services.cli.run import SERVICES
 from tests.unit.deploy.manifests import (
     BASE,
     components,

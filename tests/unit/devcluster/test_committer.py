@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from services.devcluster.kubelet.actions import CreatePod, DeletePod, Instant, PatchStatus
-from services.devcluster.kubelet.committer import (
+from api.objects import Json
+from devtools.cluster.controllers.kubelet.actions import CreatePod, DeletePod, Instant, PatchStatus
+from devtools.cluster.controllers.kubelet.committer import (
     DEFAULT_COMMIT_FAILURE,
     USAGE,
     CommitterCall,
@@ -23,12 +24,12 @@ from services.devcluster.kubelet.committer import (
     parse_committer_args,
     run_committer,
 )
-from services.devcluster.kubelet.config import (
+from devtools.cluster.controllers.kubelet.config import (
     FAIL_ANNOTATION,
     FAIL_COMMIT_ANNOTATION,
     KubeletConfig,
 )
-from services.devcluster.kubelet.jobs import (
+from devtools.cluster.controllers.kubelet.jobs import (
     JobMemory,
     JobOutcome,
     controlled_by_job,
@@ -37,10 +38,8 @@ from services.devcluster.kubelet.jobs import (
     job_pod_name,
     plan_job,
 )
-from services.devcluster.kubelet.nodes import ClusterView, NodeInfo
-from services.devcluster.kubelet.stages import observe_stage, plan_pod
-
-Json = dict[str, Any]
+from devtools.cluster.controllers.kubelet.nodes import ClusterView, NodeInfo
+from devtools.cluster.controllers.kubelet.stages import observe_stage, plan_pod
 
 URI = "registry.sandbus.local/snapshots/bs-main:snap-gen1"
 SIDECAR_URI = "registry.sandbus.local/snapshots/bs-main-sidecar:snap-gen1"

@@ -1,10 +1,10 @@
-"""The garbage collector's decisions (spec §2 row 19), on hand-built object graphs."""
+"""The garbage collector's decisions (docs/devcluster.md §2 row 19), on hand-built object graphs."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from services.devcluster.gc import (
+from devtools.cluster.controllers.gc import (
     DeleteObject,
     GraphNode,
     RemoveFinalizer,

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from services.devcluster.kubelet.actions import DeletePod, PatchStatus
-from services.devcluster.kubelet.config import DEFAULT_TASK_EXECUTOR_COMMAND, KubeletConfig
-from services.devcluster.kubelet.executor import (
+from api.objects import Json
+from devtools.cluster.controllers.kubelet.actions import DeletePod, PatchStatus
+from devtools.cluster.controllers.kubelet.config import DEFAULT_TASK_EXECUTOR_COMMAND, KubeletConfig
+from devtools.cluster.controllers.kubelet.executor import (
     ExecutorState,
     WantedExecutor,
     container_exit_code,
@@ -25,11 +26,10 @@ from services.devcluster.kubelet.executor import (
     runs_task_executor,
     wanted_executor,
 )
-from services.devcluster.kubelet.nodes import allocate_pod_ip
-from services.devcluster.kubelet.stages import observe_stage, plan_pod
-from tests.unit.devcluster.test_kubelet_plan import CONFIG, VIEW, Driver, is_ready, make_pod
-
-Json = dict[str, Any]
+from devtools.cluster.controllers.kubelet.nodes import allocate_pod_ip
+from devtools.cluster.controllers.kubelet.stages import observe_stage, plan_pod
+from tests.support.samples import is_ready
+from tests.unit.devcluster.kubelet import CONFIG, VIEW, Driver, make_pod
 
 # OpenSandbox's samples: a Pool whose sandbox container runs the executor as its command (after
 # an init container copied it in), and a BatchSandbox with it as a sidecar given only flags.

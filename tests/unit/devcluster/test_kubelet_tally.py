@@ -10,13 +10,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.devcluster.informer import ObjectKey, object_key
-from services.devcluster.kubelet.actions import BindPod
-from services.devcluster.kubelet.config import KubeletConfig
-from services.devcluster.kubelet.nodes import ClusterView
-from services.devcluster.kubelet.shell import Kubelet
+from api.objects import Json
+from devtools.cluster.controllers.informer import NamespacedName, namespaced_name
+from devtools.cluster.controllers.kubelet.actions import BindPod
+from devtools.cluster.controllers.kubelet.config import KubeletConfig
+from devtools.cluster.controllers.kubelet.nodes import ClusterView
+from devtools.cluster.controllers.kubelet.shell import Kubelet
 
-Json = dict[str, Any]
 NODES = ("n0", "n1")
 
 
@@ -24,25 +24,25 @@ class FakeInformer:
     """The informer's contract: the cache is updated, then the handler sees the change."""
 
     def __init__(self, kubelet: Kubelet) -> None:
-        self.cache: dict[ObjectKey, Json] = {}
+        self.cache: dict[NamespacedName, Json] = {}
         self.kubelet = kubelet
 
-    def get(self, key: ObjectKey) -> Json | None:
+    def get(self, key: NamespacedName) -> Json | None:
         return self.cache.get(key)
 
     def put(self, pod: Json) -> None:
-        key = object_key(pod)
+        key = namespaced_name(pod)
         old = self.cache.get(key)
         self.cache[key] = pod
         self.kubelet._on_pod("ADDED" if old is None else "MODIFIED", pod, old)
 
-    def delete(self, key: ObjectKey) -> None:
+    def delete(self, key: NamespacedName) -> None:
         old = self.cache.pop(key, None)
         if old is not None:
             self.kubelet._on_pod("DELETED", old, old)
 
 
-def recount(kubelet: Kubelet, cache: dict[ObjectKey, Json]) -> ClusterView:
+def recount(kubelet: Kubelet, cache: dict[NamespacedName, Json]) -> ClusterView:
     counts: dict[str, int] = {}
     ips: dict[str, set[str]] = {}
     for pod in cache.values():

@@ -8,13 +8,13 @@ from random import Random
 
 import pytest
 
-from services.devcluster.builtins import builtin_types
-from services.devcluster.deletion import gc_finalizers, plan_delete
-from services.devcluster.errors import StatusError
-from services.devcluster.meta import GENERATE_ALPHABET, generate_name, qualified_name_errors
-from services.devcluster.resources import ResourceType
-from services.devcluster.store import Store, TooOld
-from services.devcluster.tables import human_duration, negotiate
+from devtools.cluster.apirules.builtins import builtin_types
+from devtools.cluster.apirules.deletion import gc_finalizers, plan_delete
+from devtools.cluster.apirules.errors import StatusError
+from devtools.cluster.apirules.meta import GENERATE_ALPHABET, generate_name, qualified_name_errors
+from devtools.cluster.apirules.resources import ResourceType
+from devtools.cluster.http.tables import human_duration, negotiate
+from devtools.cluster.storage.store import Store, TooOld
 
 NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
 TYPES = {t.storage: t for t in builtin_types()}

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from services.devcluster.store import Store, decode
+from devtools.cluster.storage.store import Store, decode
 
 NAMESPACES = ("a", "ab", "b")
 NAMES = ("x", "y", "z", "zz")

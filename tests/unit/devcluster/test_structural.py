@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from services.devcluster.structural import (
+from devtools.cluster.apirules.structural import (
     Cause,
     StructuralSchema,
     invalid_message,

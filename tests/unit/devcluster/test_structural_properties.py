@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from api.agents import Sandbox, SandboxClaim, SandboxWarmPool
 from api.crd import openapi_schema
-from services.devcluster.structural import StructuralSchema, _go_float, _go_quote
+from devtools.cluster.apirules.structural import StructuralSchema, _go_float, _go_quote
 from tests.unit.api.manifests import EXAMPLES_DIR, OBSERVED_DIR, load_documents
 
 SCHEMAS = {

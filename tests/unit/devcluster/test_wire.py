@@ -9,11 +9,11 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.devcluster import wire
-from services.devcluster.builtins import builtin_types
-from services.devcluster.resources import ResourceType
-from services.devcluster.store import decode, encode
-from services.devcluster.strategy import CustomResourceStrategy
+from devtools.cluster.apirules.builtins import builtin_types
+from devtools.cluster.apirules.resources import ResourceType
+from devtools.cluster.apirules.strategy import CustomResourceStrategy
+from devtools.cluster.http import wire
+from devtools.cluster.storage.store import decode, encode
 
 TYPES = {(t.group, t.plural): t for t in builtin_types()}
 WIDGETS = ResourceType(

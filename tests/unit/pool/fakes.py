@@ -18,17 +18,20 @@ from typing import Any
 from nats.js.api import PubAck
 from nats.js.errors import APIError
 
+from api.objects import Json
+from events.envelope import ObjectKey, key_of
 from events.ids import ChangeKind
 from events.types import observed_event
 from services.pool.core.observation import PoolSettings
 from services.pool.worker import pool_worker
 from services.runtime.bus import ERR_MAX_MSGS_PER_SUBJECT
-from services.runtime.cache import Json, ObjectKey, key_of
 from services.runtime.kube import KubeError
-from services.runtime.reconcile.worker import Worker, WorkerDefinition, WorkerSettings
-from tests.unit.pool.world import NOW, PoolWorld, stamp
-from tests.unit.runtime.test_reconcile_actions import apply_merge_patch
-from tests.unit.runtime.test_reconcile_extensions import MemoJetStream
+from services.runtime.reconcile.worker import Worker
+from services.runtime.worker_api import WorkerDefinition, WorkerSettings
+from tests.support.fakeapi import apply_merge_patch
+from tests.support.fakebus import MemoJetStream
+from tests.support.samples import stamp
+from tests.unit.pool.world import NOW, PoolWorld
 
 
 class PoolApi:

@@ -1,4 +1,4 @@
-"""The Sandbox a warm pool creates (spec/agent-sandbox.md §4.3) and the secure defaults of a
+"""The Sandbox a warm pool creates (docs/agent-sandbox.md §4.3) and the secure defaults of a
 template-made pod spec (§3.1)."""
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from api.keys import (
     LABEL_WARM_POOL_SANDBOX,
     name_hash,
 )
-from services.pool.core.blueprint import BLUEPRINT_FIELDS, pool_sandbox, pool_selector
-from services.pool.core.hashes import blueprint_hash, pod_template_hash
-from services.pool.core.secure_defaults import apply_secure_defaults
+from services.domain.agentsandbox.blueprint import BLUEPRINT_FIELDS, pool_sandbox
+from services.domain.agentsandbox.hashes import blueprint_hash, pod_template_hash
+from services.domain.agentsandbox.secure_defaults import apply_secure_defaults
+from services.domain.agentsandbox.warmpool import pool_selector
 
 POOL = "test-pool"
 TEMPLATE = "test-template"

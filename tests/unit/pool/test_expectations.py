@@ -12,17 +12,17 @@ names the upstream test whose behaviour it asserts."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import dataclasses
 from datetime import timedelta
-from typing import ClassVar
 
+from api.objects import Json
+from api.workqueue import WorkQueue
+from events.envelope import ObjectKey
 from events.types import DecisionMade
-from services.pool.worker import PoolReconciler, pool_worker
-from services.runtime.cache import Json, ObjectKey
+from services.pool.worker import pool_reconciler, pool_worker
 from services.runtime.kube import KubeError
 from services.runtime.kube_events import event_about
-from services.runtime.reconcile import Create, Delete, Plan
-from services.runtime.reconcile.actions import flattened
+from services.runtime.reconcile.actions import Create, Delete, Plan, flattened
 from services.runtime.reconcile.expectations import (
     DEFAULT_TTL,
     Expectations,
@@ -30,8 +30,8 @@ from services.runtime.reconcile.expectations import (
     expect,
     settle,
 )
-from services.runtime.reconcile.queueing import WorkQueue
-from services.runtime.reconcile.worker import WorkerDefinition, WorkerSettings
+from services.runtime.worker_api import WorkerDefinition, WorkerSettings
+from tests.support.plans import actions_of
 from tests.unit.pool.fakes import PoolRig
 from tests.unit.pool.world import NOW, NS, POOL, pool, world
 
@@ -39,13 +39,11 @@ OWNER = "uid-pool"
 
 
 def sandbox_creates(plan: Plan) -> list[Create]:
-    return [
-        a for a in flattened(plan.actions) if isinstance(a, Create) and a.body["kind"] == "Sandbox"
-    ]
+    return [a for a in actions_of(plan, Create) if a.body["kind"] == "Sandbox"]
 
 
 def deletes(plan: Plan) -> list[Delete]:
-    return [a for a in flattened(plan.actions) if isinstance(a, Delete)]
+    return actions_of(plan, Delete)
 
 
 def view(*objs: Json) -> dict[ObjectKey, Json]:
@@ -329,11 +327,8 @@ async def test_parallel_workers_create_exactly_replicas() -> None:
 # --- a lagging bus --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class UngatedPool(PoolReconciler):
-    """The pool without expectations: what upstream had before #1215."""
-
-    expects: ClassVar[bool] = False
+UNGATED_POOL = dataclasses.replace(pool_reconciler(), expects=False)
+"""The pool without expectations: what upstream had before #1215."""
 
 
 async def test_a_lagging_bus_does_not_make_the_pool_over_create() -> None:
@@ -350,7 +345,7 @@ async def test_a_lagging_bus_does_not_make_the_pool_over_create() -> None:
         world(replicas=3),
         definition=WorkerDefinition(
             name=definition.name,
-            reconcilers=(UngatedPool(),),
+            reconcilers=(UNGATED_POOL,),
             watched_kinds=definition.watched_kinds,
             wakes=definition.wakes,
             label_indexes=definition.label_indexes,

@@ -1,4 +1,4 @@
-"""Bit-exact template hashes (spec/agent-sandbox.md §4.6): ``sandbox-template-hash`` and the
+"""Bit-exact template hashes (docs/agent-sandbox.md §4.6): ``sandbox-template-hash`` and the
 deprecated ``sandbox-pod-template-hash`` as upstream's ``computeSandboxBlueprintHash`` and
 ``computePodTemplateHash`` compute them.
 
@@ -10,9 +10,9 @@ JSON methods), plus agent-sandbox's v1beta1
 ``SandboxBlueprint``, ``PodTemplate`` and ``PersistentVolumeClaimTemplate`` copied with their
 field order and tags. It ``json.Unmarshal``s each input below into ``SandboxTemplateSpec`` and
 prints ``json.Marshal`` of the blueprint and of the podTemplate with their FNV-1a hashes: the
-literals here are its output. The same program agreed with :mod:`services.pool.core.hashes` on
-about a thousand random blueprints touching every field of the tables, and its quantity half on
-about 100,000 random quantities.
+literals here are its output. The same program agreed with
+:mod:`services.domain.agentsandbox.hashes` on about a thousand random blueprints touching every
+field of the tables, and its quantity half on about 100,000 random quantities.
 
 Two things Go 1.19 does differently from the Go that builds the controller, so those vectors are
 derived by hand from the newer rules: ``\\b`` and ``\\f`` are escaped short since Go 1.22 (1.19
@@ -30,10 +30,10 @@ from typing import Any
 import pytest
 
 from api.keys import name_hash
-from services.pool.core.hashes import (
+from api.quantity import canonical_quantity
+from services.domain.agentsandbox.hashes import (
     blueprint_hash,
     blueprint_json,
-    go_quantity,
     open_pool_revision,
     pod_template_hash,
     pod_template_json,
@@ -628,7 +628,7 @@ def test_quantity_matches_go(served: str | int | float, expected: str) -> None:
     """``resource.Quantity`` after a JSON round trip in Go, quirks included: text that passes the
     parser's cheap canonical test is kept verbatim (``1.500``, ``+1``, ``01Gi``, ``1E3``), binary
     amounts are capped at 2^63-1 (``8Ei``), anything below a nanounit rounds up."""
-    assert go_quantity(served) == expected
+    assert canonical_quantity(served) == expected
 
 
 def test_unknown_fields_are_best_effort() -> None:
@@ -674,7 +674,7 @@ def test_undecodable_input_does_not_crash(spec: dict[str, Any]) -> None:
 
 
 def test_an_open_pool_revision_hashes_the_template_as_opensandbox_marshals_it() -> None:
-    """spec/opensandbox.md §2.6: ``sha256(json.Marshal(pool.Spec.Template))[:8]`` in hex, with
+    """docs/opensandbox.md §2.6: ``sha256(json.Marshal(pool.Spec.Template))[:8]`` in hex, with
     k8s.io/api v0.33's encoding: ``metadata`` first with ``"creationTimestamp":null``, then the
     spec with every container's ``"resources":{}``, fields in Go declaration order, nothing
     defaulted (no protocol on a port)."""

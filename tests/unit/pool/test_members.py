@@ -32,13 +32,15 @@ import copy
 import msgspec
 
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, LABEL_WARM_POOL_SANDBOX, name_hash
+from api.objects import Json
 from events.codec import decode_event, nats_subject
+from events.envelope import ObjectKey
 from events.subjects import warm_subject
 from events.types import WarmQueued
+from services.domain.agentsandbox.warmqueue import Enqueue, Purge
 from services.pool.core.members import MemberMemo, MemberObservation, plan_member
-from services.runtime.cache import Json, ObjectKey
-from services.runtime.reconcile import Plan
-from services.runtime.reconcile.actions import Enqueue, Purge
+from services.runtime.reconcile.actions import Plan
+from tests.support.plans import actions_of
 from tests.unit.pool.fakes import PoolRig
 from tests.unit.pool.world import NOW, NS, world
 
@@ -59,11 +61,11 @@ def plan(sandbox: Json | None, memo: MemberMemo | None = None) -> Plan:
 
 
 def enqueued(p: Plan) -> list[WarmQueued]:
-    return [a.entry for a in p.actions if isinstance(a, Enqueue)]
+    return [a.entry for a in actions_of(p) if isinstance(a, Enqueue)]
 
 
 def purged(p: Plan) -> list[str]:
-    return [a.subject for a in p.actions if isinstance(a, Purge)]
+    return [a.subject for a in actions_of(p) if isinstance(a, Purge)]
 
 
 def test_a_ready_member_is_queued_on_its_subject() -> None:

@@ -1,5 +1,5 @@
 """``plan_pool`` against the upstream tests of sandboxwarmpool_controller_test.go and
-sandboxwarmpool_overcreation_test.go (spec/agent-sandbox.md §7.3): each test's docstring names
+sandboxwarmpool_overcreation_test.go (docs/agent-sandbox.md §7.3): each test's docstring names
 the upstream test whose behaviour it asserts."""
 
 from __future__ import annotations
@@ -10,38 +10,32 @@ from typing import Any
 import pytest
 
 from api.keys import LABEL_LAUNCH_TYPE, LABEL_WARM_POOL_SANDBOX, name_hash
+from events.envelope import ObjectKey
 from services.pool.core.observation import PoolMemo, PoolSettings
 from services.pool.core.plan import GRACE_SLACK, slow_start, take_tokens
-from services.runtime.cache import ObjectKey
-from services.runtime.reconcile import Create, Delete, Patch, Plan
-from services.runtime.reconcile.actions import Together, flattened
+from services.runtime.reconcile.actions import Create, Delete, Patch, Plan, Together
 from services.runtime.reconcile.expectations import Expectations, Expected
+from tests.support.plans import actions_of
 from tests.unit.pool.world import NOW, NS, POOL, PoolWorld, pool, template, world
 
 
 def sandbox_creates(plan: Plan) -> list[Create]:
-    return [
-        a for a in flattened(plan.actions) if isinstance(a, Create) and a.body["kind"] == "Sandbox"
-    ]
+    return [a for a in actions_of(plan, Create) if a.body["kind"] == "Sandbox"]
 
 
 def deletes(plan: Plan) -> list[Delete]:
-    return [a for a in flattened(plan.actions) if isinstance(a, Delete)]
+    return actions_of(plan, Delete)
 
 
 def status_of(plan: Plan) -> dict[str, Any] | None:
-    for action in plan.actions:
-        if isinstance(action, Patch) and action.subresource == "status":
+    for action in actions_of(plan, Patch):
+        if action.subresource == "status":
             return dict(action.patch["status"])
     return None
 
 
 def events(plan: Plan) -> list[str]:
-    return [
-        a.body["reason"]
-        for a in flattened(plan.actions)
-        if isinstance(a, Create) and a.body["kind"] == "Event"
-    ]
+    return [a.body["reason"] for a in actions_of(plan, Create) if a.body["kind"] == "Event"]
 
 
 def settle(w: PoolWorld, settings: PoolSettings | None = None, passes: int = 6) -> list[Plan]:
@@ -102,7 +96,7 @@ def test_orphans_are_adopted_owned_counted_foreign_ignored() -> None:
     ]
     w.add(foreign)
     plan = w.plan()
-    adopt = [a for a in plan.actions if isinstance(a, Patch) and a.subresource is None]
+    adopt = [a for a in actions_of(plan) if isinstance(a, Patch) and a.subresource is None]
     assert [a.target.name for a in adopt] == ["orphan"]
     patch = adopt[0].patch["metadata"]
     assert patch["resourceVersion"] == orphan["metadata"]["resourceVersion"], "race-safe"
@@ -117,7 +111,7 @@ def test_a_member_without_the_warm_label_gets_it() -> None:
     member = w.member("m")
     del member["metadata"]["labels"][LABEL_LAUNCH_TYPE]
     w.add(member)
-    (patch,) = [a for a in w.plan().actions if isinstance(a, Patch) and a.subresource is None]
+    (patch,) = [a for a in actions_of(w.plan()) if isinstance(a, Patch) and a.subresource is None]
     assert patch.patch["metadata"]["labels"] == {LABEL_LAUNCH_TYPE: "warm"}
 
 

@@ -1,14 +1,19 @@
 """The pool worker's settings from its environment (``services.pool.service.settings_from``),
-against upstream's flags and their defaults (main.go, spec/agent-sandbox.md §4)."""
+against upstream's flags and their defaults (main.go, docs/agent-sandbox.md §4)."""
 
 from __future__ import annotations
 
 import pytest
 
+from services.pool.core.members import plan_member
 from services.pool.core.observation import PoolSettings
+from services.pool.core.opensandbox.plan import plan_open_pool
+from services.pool.core.plan import plan_pool
 from services.pool.service import definition, settings_from
-from services.pool.worker import MemberReconciler, OpenPoolReconciler, PoolReconciler
 from services.runtime.reconcile.serving import lease_settings
+from services.runtime.worker_api import ObjectCache, Observed
+from tests.unit.pool.world import POOL
+from tests.unit.pool.world import pool as a_pool
 
 VARIABLES = (
     "SANDBUS_POOL_MAX_BATCH",
@@ -90,10 +95,14 @@ def test_the_worker_runs_with_the_settings_of_its_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SANDBUS_POOL_READINESS_GRACE", "42")
-    (pool, member, open_pool) = definition().reconcilers
-    assert isinstance(pool, PoolReconciler) and pool.settings.readiness_grace == 42.0
-    assert isinstance(member, MemberReconciler)
-    assert isinstance(open_pool, OpenPoolReconciler) and open_pool.kind == "Pool"
+    built = definition()
+    (pool, member, open_pool) = built.reconcilers
+    cache = ObjectCache(label_indexes=built.label_indexes)
+    cache.observe("added", a_pool())
+    settings = pool.observe(POOL, Observed(cache)).settings
+    assert pool.plan is plan_pool and settings.readiness_grace == 42.0
+    assert member.plan is plan_member
+    assert open_pool.plan is plan_open_pool and open_pool.kind == "Pool"
 
 
 def test_the_shells_variables_apply_to_the_pool_worker() -> None:

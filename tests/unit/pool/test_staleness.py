@@ -1,5 +1,5 @@
 """Staleness of warm pool members: ``is_stale`` and the semantic blueprint comparison
-(spec/agent-sandbox.md §4.5)."""
+(docs/agent-sandbox.md §4.5)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 
 from api.agents import SandboxBlueprint
 from api.keys import LABEL_SANDBOX_TEMPLATE_HASH, LABEL_SANDBOX_TEMPLATE_REF_HASH, name_hash
-from services.pool.core.blueprint import pool_sandbox
-from services.pool.core.hashes import blueprint_hash
-from services.pool.core.secure_defaults import apply_secure_defaults
-from services.pool.core.staleness import blueprints_match, is_stale
+from services.domain.agentsandbox.blueprint import pool_sandbox
+from services.domain.agentsandbox.hashes import blueprint_hash
+from services.domain.agentsandbox.secure_defaults import apply_secure_defaults
+from services.domain.agentsandbox.staleness import blueprints_match, is_stale
 
 Spec = dict[str, Any]
 TEMPLATE = "test-template"
@@ -334,7 +334,7 @@ def test_sandbox_blueprint_fields_are_compared(field: str) -> None:
 
     assert not blueprints_match({**actual, field: drift}, template_spec), (
         f"SandboxBlueprint field {field!r} is not compared: a warm member would not be found "
-        "stale when it changes. Compare it in services/pool/core/staleness.py."
+        "stale when it changes. Compare it in services/domain/agentsandbox/staleness.py."
     )
     assert not blueprints_match(actual, {**template_spec, field: drift})
 

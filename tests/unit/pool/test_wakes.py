@@ -1,5 +1,5 @@
 """Which keys a change wakes in the pool worker (``services.pool.worker.wakes``), against
-upstream's watches of the SandboxWarmPool controller (spec/agent-sandbox.md §4.1)."""
+upstream's watches of the SandboxWarmPool controller (docs/agent-sandbox.md §4.1)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import copy
 from typing import Any
 
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, LABEL_WARM_POOL_SANDBOX, name_hash
+from api.objects import Json
+from events.envelope import ObjectKey
 from services.pool.worker import POOL_COALESCE, wakes
-from services.runtime.cache import Json, ObjectCache, ObjectKey
+from services.runtime.cache import ObjectCache
 from tests.unit.pool.fakes import PoolRig
 from tests.unit.pool.world import NOW, NS, POOL, pool, template, world
 

@@ -1,32 +1,30 @@
-"""A pool's world for the planner's tests: a pool, its template, members, and a tiny API server
-that applies plans as the real one would (generateName, uids, growing resourceVersions,
-creationTimestamps from the test's clock, resourceVersion preconditions)."""
+"""A pool's world for the planner's tests: a pool, its template, members, and the fake API server
+(:mod:`tests.support.fakeapi`) that applies plans as the real one would (generateName, uids,
+growing resourceVersions, creationTimestamps from the test's clock, preconditions)."""
 
 from __future__ import annotations
 
 import copy
-import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
-from services.pool.core.blueprint import pool_sandbox
+from api.objects import Json
+from events.envelope import ObjectKey
+from services.domain.agentsandbox.blueprint import pool_sandbox
 from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings, observe_pool
 from services.pool.core.plan import plan_pool
-from services.runtime.cache import Json, ObjectCache, ObjectKey, key_of
-from services.runtime.kube import KubeError
-from services.runtime.reconcile import Create, Delete, Patch, Plan
-from services.runtime.reconcile.actions import flattened
+from services.runtime.cache import ObjectCache
+from services.runtime.reconcile.actions import Create, Delete, Patch, Plan
 from services.runtime.reconcile.expectations import Expectations
+from tests.support.fakeapi import FakeApiServer
+from tests.support.plans import actions_of
+from tests.support.samples import stamp
 
 NS = "default"
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 POOL = ObjectKey("SandboxWarmPool", NS, "pool")
-
-
-def stamp(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def template(name: str = "tpl", image: str = "python:3.12", **spec: Any) -> Json:
@@ -76,18 +74,12 @@ def ready(obj: Json, status: str = "True") -> Json:
 
 
 @dataclass
-class PoolWorld:
+class PoolWorld(FakeApiServer):
     """Objects by key, and every write that reached them."""
 
-    objects: dict[ObjectKey, Json] = field(default_factory=dict)
+    carries_out = (Create, Patch, Delete)
     writes: list[Any] = field(default_factory=list)
     now: datetime = NOW
-    _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    def add(self, *objs: Json) -> PoolWorld:
-        for obj in objs:
-            self.objects[key_of(obj)] = copy.deepcopy(obj)
-        return self
 
     def member(
         self, name: str, *, ready_status: str | None = "True", age: float = 3600.0, **meta: Any
@@ -100,7 +92,7 @@ class PoolWorld:
         body["metadata"].update(
             name=name,
             uid=f"uid-{name}",
-            resourceVersion=str(next(self._counter) + 100),
+            resourceVersion=str(next(self._versions)),
             creationTimestamp=stamp(self.now - timedelta(seconds=age)),
             **meta,
         )
@@ -143,57 +135,19 @@ class PoolWorld:
         return plan_pool(self.observe(settings, **kwargs), self.now)
 
     def apply(self, plan: Plan, *, fail_creates_after: int | None = None) -> None:
-        """Apply like the runtime: in order, the plan stopping at the first failure."""
+        """Apply like the runtime: in order, the plan stopping at the first failure (a refused
+        write raises its :class:`~services.runtime.kube.KubeError`)."""
         created = 0
-        for action in flattened(plan.actions):
+        for action in actions_of(plan):
             self.writes.append(action)
             if isinstance(action, Create):
                 if fail_creates_after is not None and created >= fail_creates_after:
                     return
                 created += 1
-                self._create(action.body)
-            elif isinstance(action, Patch):
-                self._patch(action)
-            elif isinstance(action, Delete):
-                self.objects.pop(action.target, None)
-
-    def _create(self, body: Json) -> Json:
-        body = copy.deepcopy(body)
-        meta = body["metadata"]
-        number = next(self._counter)
-        if meta.get("generateName"):
-            meta["name"] = f"{meta.pop('generateName')}{number:05d}"
-        meta.update(
-            uid=f"uid-{meta['name']}",
-            resourceVersion=str(number + 100),
-            creationTimestamp=stamp(self.now),
-        )
-        self.objects[key_of(body)] = body
-        return body
-
-    def _patch(self, action: Patch) -> None:
-        current = self.objects[action.target]
-        wanted = (action.patch.get("metadata") or {}).get("resourceVersion")
-        if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
-            raise KubeError(409, "Conflict", "the object has been modified")
-        merged = _merge(current, {k: v for k, v in action.patch.items()})
-        merged["metadata"]["resourceVersion"] = str(next(self._counter) + 100)
-        self.objects[action.target] = merged
+            self.write(action)
 
     def creates(self, kind: str = "Sandbox") -> list[Create]:
         return [w for w in self.writes if isinstance(w, Create) and w.body["kind"] == kind]
-
-
-def _merge(target: Json, patch: Json) -> Json:
-    result = copy.deepcopy(target)
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        elif isinstance(value, dict) and isinstance(result.get(key), dict):
-            result[key] = _merge(result[key], value)
-        else:
-            result[key] = copy.deepcopy(value)
-    return result
 
 
 def world(replicas: int | None = 3, **pool_options: Any) -> PoolWorld:

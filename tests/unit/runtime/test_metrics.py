@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import aiohttp
 import pytest
 
-from services.runtime.cache import ObjectCache, ObjectKey
+from events.envelope import ObjectKey
+from services.runtime.cache import ObjectCache
 from services.runtime.endpoint import READINESS, metrics_endpoint, serve_metrics
 from services.runtime.metrics import (
     RECONCILES,

@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
-from services.runtime.cache import ObjectCache, ObjectKey
+from api.patching.merge import merge_patch
+from events.envelope import ObjectKey
+from services.runtime.cache import ObjectCache
 from services.runtime.kube import KubeError
-from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace, merge_patch
-from services.runtime.reconcile.executing import RUNTIME_EXECUTORS, ExecutionContext, execute
-
-
-def kube_writes(api: Any, cache: ObjectCache) -> tuple[Any, ExecutionContext]:
-    """The runtime's own executors and a context for them: ``execute(plan, *kube_writes(...))``."""
-    return RUNTIME_EXECUTORS, ExecutionContext(api, cache)
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386, written out independently of the code under test."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
+from services.runtime.reconcile.actions import Create, Delete, Patch, Plan, Replace
+from services.runtime.reconcile.executing import execute
+from tests.support.fakeapi import ScriptedApi, apply_merge_patch
+from tests.support.samples import obj
+from tests.unit.runtime.toys import kube_writes
 
 
 @pytest.mark.parametrize(
@@ -57,74 +43,6 @@ def test_merge_patch_leaves_out_nulls_inside_new_objects() -> None:
 
 
 # --- execution --------------------------------------------------------------------------------
-
-
-def obj(kind: str, name: str, rv: str = "1", **extra: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": kind,
-        "metadata": {"name": name, "namespace": "ns", "uid": f"{name}-uid", "resourceVersion": rv},
-        **extra,
-    }
-
-
-class ScriptedApi:
-    """A KubeApi stand-in: a store plus errors to raise, by (verb, name)."""
-
-    def __init__(self, *objs: dict[str, Any]) -> None:
-        self.store = {
-            ObjectKey(o["kind"], "ns", o["metadata"]["name"]): copy.deepcopy(o) for o in objs
-        }
-        self.errors: dict[tuple[str, str], KubeError] = {}
-        self.calls: list[tuple[str, str]] = []
-        self.version = 100
-
-    def _fail(self, verb: str, name: str) -> None:
-        self.calls.append((verb, name))
-        error = self.errors.get((verb, name))
-        if error is not None:
-            raise error
-
-    def _bump(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.version += 1
-        body["metadata"]["resourceVersion"] = str(self.version)
-        return copy.deepcopy(body)
-
-    async def create(self, body: dict[str, Any]) -> dict[str, Any]:
-        self._fail("create", body["metadata"]["name"])
-        key = ObjectKey(body["kind"], "ns", body["metadata"]["name"])
-        if key in self.store:
-            raise KubeError(409, "AlreadyExists", f"{key} already exists")
-        self.store[key] = copy.deepcopy(body)
-        return self._bump(self.store[key])
-
-    async def get(self, key: ObjectKey) -> dict[str, Any]:
-        self._fail("get", key.name)
-        if key not in self.store:
-            raise KubeError(404, "NotFound", str(key))
-        return copy.deepcopy(self.store[key])
-
-    async def patch(
-        self, key: ObjectKey, patch: dict[str, Any], *, subresource: str | None = None
-    ) -> dict[str, Any]:
-        self._fail("patch", key.name)
-        if key not in self.store:
-            raise KubeError(404, "NotFound", str(key))
-        self.store[key] = apply_merge_patch(self.store[key], patch)
-        return self._bump(self.store[key])
-
-    async def replace(self, body: dict[str, Any]) -> dict[str, Any]:
-        self._fail("replace", body["metadata"]["name"])
-        key = ObjectKey(body["kind"], "ns", body["metadata"]["name"])
-        self.store[key] = copy.deepcopy(body)
-        return self._bump(self.store[key])
-
-    async def delete(self, key: ObjectKey, **_: Any) -> dict[str, Any]:
-        self._fail("delete", key.name)
-        if key not in self.store:
-            raise KubeError(404, "NotFound", str(key))
-        del self.store[key]
-        return {"kind": "Status", "status": "Success"}
 
 
 POD = ObjectKey("Pod", "ns", "p")

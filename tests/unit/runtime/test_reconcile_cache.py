@@ -8,8 +8,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from api.objects import compare_resource_versions
 from events.codec import ObservedState
-from services.runtime.cache import Change, ObjectCache, ObjectKey, compare_resource_versions, key_of
+from events.envelope import ObjectKey, key_of
+from services.runtime.cache import Change, ObjectCache
 
 POD = ObjectKey("Pod", "default", "p")
 

@@ -6,26 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
-from nats.js.api import PubAck
 
+from events.envelope import ObjectKey
 from events.types import Outcome
-from services.runtime.cache import ObjectCache, ObjectKey
-from services.runtime.reconcile import Create, Plan
-from services.runtime.reconcile.actions import Ack, plan_digest
+from services.runtime.cache import ObjectCache
+from services.runtime.reconcile.actions import Ack, Create, Plan, plan_digest
 from services.runtime.reconcile.executing import Executed, ExecutionContext
 from services.runtime.reconcile.expectations import Expectations, answered, expect, settle
 from services.runtime.reconcile.sources import Delivery, SourceMessage
-from services.runtime.reconcile.worker import Observed, Worker, WorkerDefinition, WorkerSettings
-from tests.unit.runtime.test_reconcile_actions import ScriptedApi, obj
-from tests.unit.runtime.test_reconcile_worker import FakeJetStream
-
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-WIDGET = ObjectKey("Widget", "ns", "w")
+from tests.support.fakeapi import ScriptedApi
+from tests.support.fakebus import MemoJetStream
+from tests.support.samples import obj
+from tests.unit.runtime.toys import NOW, WIDGET, Scripted, make_worker
 
 
 @dataclass(frozen=True)
@@ -48,24 +45,6 @@ class Unregistered:
 
 
 @dataclass
-class Scripted:
-    """A reconciler whose plan is whatever the test sets; it keeps what observe was given."""
-
-    plan_with: Any = None
-    kind: str = "Widget"
-    given: list[Observed] = field(default_factory=list)
-    expects: bool = False
-
-    def observe(self, key: ObjectKey, observed: Observed) -> dict[str, Any]:
-        self.given.append(observed)
-        widget = observed.cache.get(key)
-        return {"widget": widget, "messages": [m.token for m in observed.messages]}
-
-    def plan(self, inputs: dict[str, Any], now: datetime) -> Plan:
-        return self.plan_with(inputs) if callable(self.plan_with) else Plan()
-
-
-@dataclass
 class FakeHandle:
     acked: int = 0
     progressed: int = 0
@@ -82,46 +61,6 @@ class FakeHandle:
 
     async def nak(self) -> None:
         self.nacked += 1
-
-
-class MemoJetStream(FakeJetStream):
-    """Also takes the memo stream's writes, or refuses them."""
-
-    def __init__(self, *, refuse_memos: bool = False) -> None:
-        super().__init__()
-        self.refuse_memos = refuse_memos
-        self.memos: list[tuple[str, bytes]] = []
-
-    async def publish(self, subject: str, payload: bytes, **options: Any) -> PubAck:
-        if subject.startswith("sandbus.memo."):
-            if self.refuse_memos:
-                raise TimeoutError("memo stream unavailable")
-            self.memos.append((subject, payload))
-            return PubAck(stream="SANDBUS_MEMO", seq=len(self.memos))
-        return await super().publish(subject, payload, **options)
-
-
-def make_worker(
-    reconciler: Scripted,
-    api: ScriptedApi | None = None,
-    js: FakeJetStream | None = None,
-    **definition: Any,
-) -> Worker:
-    w = Worker(
-        WorkerDefinition(
-            name="toy",
-            reconcilers=(reconciler,),
-            watched_kinds=("Widget",),
-            wakes=lambda kind, o, cache: [],
-            **definition,
-        ),
-        js=js or MemoJetStream(),  # type: ignore[arg-type]
-        api=api or ScriptedApi(),  # type: ignore[arg-type]
-        settings=WorkerSettings(base_delay=0.01, max_delay=1.0, keepalive=0.01),
-        clock=lambda: NOW,
-    )
-    w.cache.observe("added", obj("Widget", "w"))
-    return w
 
 
 # --- action kinds -----------------------------------------------------------------------
@@ -265,12 +204,12 @@ async def test_held_messages_are_kept_alive_and_handed_back_on_stop() -> None:
     handle = FakeHandle()
     w = make_worker(Scripted())
     w.take_delivery(delivery("S:7", handle))
-    keeping = asyncio.create_task(w._keep_alive())
+    keeping = asyncio.create_task(w._held.keep_alive())
     await asyncio.sleep(0.05)
     keeping.cancel()
     await asyncio.gather(keeping, return_exceptions=True)
     assert handle.progressed >= 2
-    await w._hand_back()
+    await w._held.hand_back()
     assert handle.nacked == 1 and w._room() == w.settings.max_held
 
 

@@ -12,8 +12,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from services.runtime.cache import ObjectCache, ObjectKey
-from services.runtime.reconcile import Create, Delete, Patch, Plan, SpanEvent, Step
+from events.envelope import ObjectKey
+from services.runtime.cache import ObjectCache
+from services.runtime.reconcile.actions import Create, Delete, Patch, Plan, SpanEvent, Step
 from services.runtime.reconcile.executing import execute
 from services.runtime.reconcile.tracing import (
     TRACING_ENV,
@@ -21,8 +22,10 @@ from services.runtime.reconcile.tracing import (
     tracing_from_environment,
     tracing_mode,
 )
-from tests.unit.runtime.test_reconcile_actions import ScriptedApi, kube_writes, obj
-from tests.unit.runtime.test_reconcile_worker import WIDGET, FakeJetStream, PodPerWidget, worker
+from tests.support.fakeapi import ScriptedApi
+from tests.support.fakebus import FakeJetStream
+from tests.support.samples import obj
+from tests.unit.runtime.toys import WIDGET, PodPerWidget, kube_writes, worker
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN = "00f067aa0ba902b7"

@@ -5,93 +5,24 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from nats.js.api import PubAck
 
-from events.codec import ObservedState, decode_event, decode_observed, encode_event
-from events.types import DecisionMade, Outcome, observed_event
-from services.history.rerun import rerun
-from services.runtime.cache import ObjectKey
+from events.codec import ObservedState, decode_observed, encode_event
+from events.envelope import ObjectKey
+from events.types import Outcome, observed_event
+from services.cli.history.rerun import rerun
 from services.runtime.kube import KubeError
-from services.runtime.reconcile import Create, Patch, Plan
-from services.runtime.reconcile import worker as worker_module
-from services.runtime.reconcile.worker import Observed, Worker, WorkerDefinition, WorkerSettings
-from tests.unit.runtime.test_reconcile_actions import ScriptedApi, obj
-
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-WIDGET = ObjectKey("Widget", "ns", "w")
-POD = ObjectKey("Pod", "ns", "w")
-
-
-class FakeJetStream:
-    def __init__(self, *, fail: bool = False) -> None:
-        self.published: list[tuple[str, bytes]] = []
-        self.fail = fail
-
-    async def publish(self, subject: str, payload: bytes, **_: Any) -> PubAck:
-        if self.fail:
-            raise ConnectionError("nats is down")
-        self.published.append((subject, payload))
-        return PubAck(stream="SANDBUS_EVENTS", seq=len(self.published))
-
-    def decisions(self) -> list[DecisionMade]:
-        found = [decode_event(payload) for _, payload in self.published]
-        assert all(isinstance(d, DecisionMade) for d in found)
-        return found  # type: ignore[return-value]
-
-
-@dataclass
-class PodPerWidget:
-    """Toy reconciler: every Widget gets a Pod of its name; then the Widget is marked."""
-
-    kind: str = "Widget"
-    seen_errors: list[str | None] = field(default_factory=list)
-    explode: bool = False
-    always_write: bool = False
-
-    def observe(self, key: ObjectKey, observed: Observed) -> dict[str, Any]:
-        self.seen_errors.append(observed.last_error)
-        return {"widget": observed.cache.get(key), "pod": observed.cache.get(POD)}
-
-    def plan(self, inputs: dict[str, Any], now: datetime) -> Plan:
-        if self.explode:
-            raise RuntimeError("bug")
-        if inputs["widget"] is None:
-            return Plan(reason="gone")
-        if self.always_write:
-            return Plan(
-                actions=(Patch(WIDGET, {"metadata": {"labels": {"n": str(now)}}}),), requeue_after=0
-            )
-        if inputs["pod"] is None:
-            return Plan(
-                actions=(Create(obj("Pod", "w"), why="make the pod"),),
-                requeue_after=0,
-                reason="no pod",
-            )
-        return Plan(reason="has its pod", requeue_after=30)
-
-
-def worker(reconciler: PodPerWidget, api: ScriptedApi, js: FakeJetStream | None = None) -> Worker:
-    definition = WorkerDefinition(
-        name="toy",
-        reconcilers=(reconciler,),
-        watched_kinds=("Widget", "Pod"),
-        wakes=lambda kind, o, cache: [ObjectKey("Widget", "ns", o["metadata"]["name"])],
-    )
-    w = Worker(
-        definition,
-        js=js or FakeJetStream(),  # type: ignore[arg-type]
-        api=api,  # type: ignore[arg-type]
-        settings=WorkerSettings(base_delay=0.01, max_delay=1.0, max_write_passes=3),
-        clock=lambda: NOW,
-    )
-    w.cache.observe("added", obj("Widget", "w"))
-    w.feed.loaded.set()  # as after the state table's first load
-    return w
+from services.runtime.reconcile import resting as resting_module
+from services.runtime.reconcile import waking as waking_module
+from services.runtime.reconcile.worker import Worker
+from services.runtime.worker_api import Observed
+from tests.support.fakeapi import ScriptedApi
+from tests.support.fakebus import FakeJetStream
+from tests.support.samples import obj
+from tests.unit.runtime.toys import NOW, POD, WIDGET, PodPerWidget, worker
 
 
 async def test_a_reconcile_writes_and_records_a_valid_decision() -> None:
@@ -297,7 +228,7 @@ async def test_the_echo_of_our_own_write_does_not_wake_the_key_that_wrote_it() -
 async def test_a_key_that_keeps_expectations_is_woken_by_its_own_echo() -> None:
     """For a reconciler with expectations the echo is the news: it settles them."""
     reconciler = PodPerWidget()
-    reconciler.expects = True  # type: ignore[attr-defined]
+    reconciler.expects = True
     w = worker(reconciler, ScriptedApi())
     await w.reconcile(WIDGET)
     await drain(w)
@@ -317,17 +248,17 @@ async def drain(w: Worker) -> None:
 async def test_the_cache_rests_once_the_queue_stays_idle(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a busy worker keeps unpacked goes once its queue has been idle for a while; a pass
     that comes back within that while finds its objects still unpacked."""
-    monkeypatch.setattr(worker_module, "REST_AFTER", 0.1)
+    monkeypatch.setattr(resting_module, "REST_AFTER", 0.1)
     w = worker(PodPerWidget(), ScriptedApi())
     kept = w.cache.get(WIDGET, keep=True)
-    w._rest_soon()
+    w._resting.soon()
     await asyncio.sleep(0.05)
     w.queue.add(WIDGET)  # busy again before the while is over
     await asyncio.sleep(0.1)
     assert w.cache.get(WIDGET, keep=True) is kept, "not rested while busy"
     await w.queue.get()
     w.queue.done(WIDGET)
-    w._rest_soon()
+    w._resting.soon()
     await asyncio.sleep(0.2)
     assert w.cache.get(WIDGET) is not kept and w.cache.get(WIDGET) == kept
 
@@ -338,22 +269,22 @@ async def test_what_the_state_table_loaded_is_packed_once_the_worker_rests(
     """Objects of the state table's read are kept as JSON until the worker has nothing to do,
     then packed a slice at a time, and the C heap trimmed; a key that comes due meanwhile
     stops the packing, and the next rest goes on with it."""
-    monkeypatch.setattr(worker_module, "REST_AFTER", 0.05)
-    monkeypatch.setattr(worker_module, "PACK_SLICE", 2)
+    monkeypatch.setattr(resting_module, "REST_AFTER", 0.05)
+    monkeypatch.setattr(resting_module, "PACK_SLICE", 2)
     trims: list[int] = []
-    monkeypatch.setattr(worker_module, "_malloc_trim", lambda: trims.append)
+    monkeypatch.setattr(resting_module, "_malloc_trim", lambda: trims.append)
     w = worker(PodPerWidget(), ScriptedApi())
     for index in range(5):
         pod = obj("Pod", f"p{index}", rv=str(10 + index))
         w.take_state(state_of("added", pod))
     assert w.cache.loose == 5
-    w._rest_soon()
+    w._resting.soon()
     await asyncio.sleep(0.1)
     assert w.cache.loose == 0
     assert trims == [0], "the memory freed is given back to the system once, when all is packed"
     w.take_state(state_of("added", obj("Pod", "q")))
     w.queue.add(WIDGET)
-    w._rest_if_still_idle()
+    w._resting.if_still_idle()
     assert w.cache.loose == 1, "not while a key is due"
 
 
@@ -392,7 +323,7 @@ async def test_a_coalesced_key_woken_by_its_own_write_waits_only_for_the_rest_of
     wakes it within :data:`ECHO_COALESCE`, whatever its window; another writer's change waits
     the window (adoptions by claims, gathered into one pass)."""
     reconciler = PodPerWidget()
-    reconciler.expects = True  # type: ignore[attr-defined]
+    reconciler.expects = True
     w = worker(reconciler, ScriptedApi())
     w.definition = dataclasses.replace(w.definition, coalesce={"Widget": 10.0})
     await w.reconcile(WIDGET)
@@ -401,8 +332,8 @@ async def test_a_coalesced_key_woken_by_its_own_write_waits_only_for_the_rest_of
     assert written is not None
     w.take_event(observed_event("added", written, time=NOW))
     echo_wait = w.queue.due_in(WIDGET)
-    assert echo_wait is not None and echo_wait <= worker_module.ECHO_COALESCE
-    await asyncio.sleep(worker_module.ECHO_COALESCE + 0.02)
+    assert echo_wait is not None and echo_wait <= waking_module.ECHO_COALESCE
+    await asyncio.sleep(waking_module.ECHO_COALESCE + 0.02)
     await drain(w)
     changed = {**written, "metadata": {**written["metadata"], "resourceVersion": "999"}}
     w.take_event(observed_event("modified", changed, time=NOW))

@@ -13,9 +13,10 @@ import pytest
 
 from services.runtime.endpoint import sample, serve_metrics
 from services.runtime.metrics import RECONCILES, Metrics, MetricsError
-from services.runtime.reconcile.worker import Gauge
-from tests.unit.runtime.test_reconcile_actions import ScriptedApi
-from tests.unit.runtime.test_reconcile_worker import WIDGET, FakeJetStream, PodPerWidget, worker
+from services.runtime.worker_api import Gauge
+from tests.support.fakeapi import ScriptedApi
+from tests.support.fakebus import FakeJetStream
+from tests.unit.runtime.toys import WIDGET, PodPerWidget, worker
 
 DEPTH = "queue_depth"
 
@@ -114,12 +115,12 @@ async def test_a_reconcile_that_raises_counts_as_an_error() -> None:
     """A planner that raises is a recorded error; so is a pass that raises before its
     decision (here: an observe that fails), which only the work loop sees."""
     reconciler = PodPerWidget()
-    w = worker(reconciler, ScriptedApi())
 
     def broken(*_: object) -> None:
         raise RuntimeError("observe bug")
 
     reconciler.observe = broken  # type: ignore[method-assign]
+    w = worker(reconciler, ScriptedApi())
     task = asyncio.create_task(w._work())
     try:
         w.queue.add(WIDGET)

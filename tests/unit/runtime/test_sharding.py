@@ -3,7 +3,7 @@ member joining or leaving moves only the keys it gains or loses."""
 
 from __future__ import annotations
 
-from services.runtime.cache import ObjectKey
+from events.envelope import ObjectKey
 from services.runtime.reconcile.sharding import owner_of
 
 KEYS = [ObjectKey("SandboxClaim", "default", f"claim-{i}") for i in range(1000)]

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from events.envelope import ObjectKey
 from events.types import Outcome
-from services.runtime.cache import ObjectCache, ObjectKey
-from services.runtime.reconcile import Create, Plan
-from services.runtime.reconcile.actions import Together, plan_digest
+from services.runtime.cache import ObjectCache
+from services.runtime.reconcile.actions import Create, Plan, Together, plan_digest
 from services.runtime.reconcile.executing import (
     ActionFailed,
     Executed,
@@ -21,8 +21,9 @@ from services.runtime.reconcile.executing import (
     Executor,
     execute,
 )
-from tests.unit.runtime.test_reconcile_actions import ScriptedApi, obj
-from tests.unit.runtime.test_reconcile_extensions import WIDGET, Scripted, make_worker
+from tests.support.fakeapi import ScriptedApi
+from tests.support.samples import obj
+from tests.unit.runtime.toys import WIDGET, Scripted, make_worker
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ change), within the trace the object's carrier names."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -21,8 +22,10 @@ from services.runtime.reconcile.tracing import (
     reconcile_parent,
 )
 from services.runtime.reconcile.worker import Worker
-from tests.unit.runtime.test_reconcile_actions import ScriptedApi, obj
-from tests.unit.runtime.test_reconcile_worker import NOW, WIDGET, PodPerWidget, worker
+from services.runtime.worker_api import Reconciler
+from tests.support.fakeapi import ScriptedApi
+from tests.support.samples import obj
+from tests.unit.runtime.toys import NOW, WIDGET, PodPerWidget, worker
 
 TRACE_A = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACE_B = "0af7651916cd43dd8448eb211c80319c"
@@ -89,8 +92,8 @@ class TracedWidgets(PodPerWidget):
         annotations = widget["metadata"].get("annotations") or {}
         return ReconcileSpan("ReconcileWidget", {}, annotations.get(ANNOTATION_TRACE_CONTEXT))
 
-    def with_trace_context(self, inputs: dict[str, Any], carrier: str) -> dict[str, Any]:
-        return inputs
+    def reconciler(self) -> Reconciler[dict[str, Any]]:
+        return dataclasses.replace(super().reconciler(), span=self.span)
 
 
 def widget(rv: str, trace: str | None = None) -> dict[str, Any]:

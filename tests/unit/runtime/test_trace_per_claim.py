@@ -12,11 +12,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 
 from api.keys import ANNOTATION_TRACE_CONTEXT, LABEL_CREATED_BY
-from services.claim.worker import SPAN_NAME, ClaimReconciler
-from services.runtime.cache import ObjectCache, ObjectKey
-from services.runtime.reconcile.actions import Create, Patch, flattened
+from events.envelope import ObjectKey
+from services.claim.worker import SPAN_NAME, claim_reconciler
+from services.runtime.cache import ObjectCache
+from services.runtime.reconcile.actions import Create, Patch
 from services.runtime.reconcile.tracing import traced_reconcile
-from services.runtime.reconcile.worker import Observed
+from services.runtime.worker_api import Observed
+from tests.support.plans import actions_of
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 NS = "default"
@@ -65,7 +67,7 @@ def cache_with(*objects: dict[str, Any]) -> ObjectCache:
 
 
 def test_a_claim_s_span_is_named_and_labelled_as_upstream_s() -> None:
-    reconciler = ClaimReconciler()
+    reconciler = claim_reconciler()
     inputs = reconciler.observe(KEY, Observed(cache_with(claim(created_by="python-sdk-v2"))))
     request = reconciler.span(inputs)
     assert request is not None
@@ -83,13 +85,13 @@ def test_a_claim_s_span_is_named_and_labelled_as_upstream_s() -> None:
 def test_a_cold_start_carries_the_reconcile_s_trace_onto_the_sandbox(
     tracer: Tracer, exporter: InMemorySpanExporter
 ) -> None:
-    reconciler = ClaimReconciler()
+    reconciler = claim_reconciler()
     observed = reconciler.observe(KEY, Observed(cache_with(claim())))
     with traced_reconcile(tracer, reconciler, observed, EVENT) as (span, inputs):
         assert span is not None
         plan = reconciler.plan(inputs, NOW)
         carrier = json.loads(inputs.claim["metadata"]["annotations"][ANNOTATION_TRACE_CONTEXT])
-    actions = flattened(plan.actions)
+    actions = actions_of(plan)
     (create,) = [a for a in actions if isinstance(a, Create) and a.body["kind"] == "Sandbox"]
     written = json.loads(create.body["metadata"]["annotations"][ANNOTATION_TRACE_CONTEXT])
     assert written == carrier
@@ -107,7 +109,7 @@ def test_a_cold_start_carries_the_reconcile_s_trace_onto_the_sandbox(
 def test_a_client_s_carrier_is_kept_and_is_the_parent_across_traces(
     tracer: Tracer, exporter: InMemorySpanExporter
 ) -> None:
-    reconciler = ClaimReconciler()
+    reconciler = claim_reconciler()
     observed = reconciler.observe(KEY, Observed(cache_with(claim(carrier=CLIENT))))
     with traced_reconcile(tracer, reconciler, observed, EVENT) as (_, inputs):
         assert inputs is observed, "nothing to add"
@@ -136,7 +138,7 @@ def test_a_claim_with_its_sandbox_is_shown_as_it_is(tracer: Tracer) -> None:
             ],
         },
     }
-    reconciler = ClaimReconciler()
+    reconciler = claim_reconciler()
     observed = reconciler.observe(KEY, Observed(cache_with(claim(), sandbox)))
     assert observed.controlled
     with traced_reconcile(tracer, reconciler, observed, EVENT) as (_, inputs):

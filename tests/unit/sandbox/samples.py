@@ -1,36 +1,29 @@
-"""Objects for the sandbox planner tests, shaped as the API server serves them, and a tiny
-in-memory API server that applies plans so a test can run a Sandbox to convergence (or, through
-:class:`ClusterApi`, serves the calls of the real worker shell)."""
+"""Objects for the sandbox planner tests, shaped as the API server serves them, and the fake API
+server (:mod:`tests.support.fakeapi`) that applies plans so a test can run a Sandbox to
+convergence (or, through :class:`ClusterApi`, serves the calls of the real worker shell).
+"""
 
 from __future__ import annotations
 
 import copy
-import itertools
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.keys import LABEL_SANDBOX_NAME_HASH, name_hash
-from api.kinds import ALL_KINDS
-from services.runtime.cache import Json, ObjectCache, ObjectKey, key_of
-from services.runtime.kube import KubeError, resource_for
-from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace
+from api.objects import Json
+from events.envelope import ObjectKey, key_of
+from services.runtime.cache import ObjectCache
+from services.runtime.kube import KubeError
+from services.runtime.reconcile.actions import Create, Delete, Patch, Plan, Replace
 from services.sandbox.core.observation import SandboxObservation, observe_sandbox
 from services.sandbox.core.plan import plan_sandbox
+from tests.support.fakeapi import FakeApiServer, not_found
+from tests.support.plans import actions_of
+from tests.support.samples import NS, stamp
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-NS = "default"
 SANDBOX_UID = "sandbox-uid-1"
-MODIFIED = (
-    "the object has been modified; please apply your changes to the latest version and try again"
-)
-CUSTOM_KINDS = frozenset(kind.KIND.kind for kind in ALL_KINDS)
-"""Kinds served from a CRD: a PUT without a resourceVersion is refused for them."""
-
-
-def stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def sandbox(
@@ -220,18 +213,10 @@ def observation(
     )
 
 
-def conditions_of(obj: Mapping[str, Any]) -> dict[str, Json]:
-    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or ()}
-
-
-def of_type(plan: Plan, kind: type) -> list[Any]:
-    return [action for action in plan.actions if isinstance(action, kind)]
-
-
 def status_written(plan: Plan) -> Json | None:
     """The status patch of ``plan`` (the ``status`` part), if it writes one."""
-    for action in plan.actions:
-        if isinstance(action, Patch) and action.subresource == "status":
+    for action in actions_of(plan, Patch):
+        if action.subresource == "status":
             return action.patch["status"]
     return None
 
@@ -239,93 +224,40 @@ def status_written(plan: Plan) -> Json | None:
 # --- a tiny API server, for running a Sandbox to convergence ---------------------------------
 
 
-def _merge(target: Json, patch: Mapping[str, Any]) -> Json:
-    result = copy.deepcopy(target)
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
-            result[key] = _merge(result[key], value)
-        else:
-            result[key] = copy.deepcopy(value)
-    return result
-
-
-def _version(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _without_version(obj: Json) -> Json:
-    bare = copy.deepcopy(obj)
-    bare.get("metadata", {}).pop("resourceVersion", None)
-    return bare
-
-
-def conflict(key: ObjectKey, why: str = MODIFIED) -> KubeError:
-    """409 Conflict as the API server words it (``errors.NewConflict``)."""
-    resource = resource_for(key.kind)
-    qualified = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
-    return KubeError(
-        409, "Conflict", f'Operation cannot be fulfilled on {qualified} "{key.name}": {why}'
-    )
-
-
 @dataclass
-class FakeCluster:
-    """Objects by key; applies actions as an API server would, in the ways these tests need:
-    uids and growing resourceVersions, a created Pod in phase Pending, status patches only
-    touching status, graceful Pod deletion when ``graceful_pods``.
-
-    Preconditions are honoured as the API server honours them (optimistic concurrency):
-
-    - a merge Patch whose body carries ``metadata.resourceVersion`` (of the object or of its
-      status subresource) is refused with 409 Conflict unless that is the stored version; the
-      version in the patch is a precondition, never stored: a write that changes something
-      gets a new one, and a write that changes nothing keeps the old one, as on a real server;
-    - a Replace (PUT) with a stale ``metadata.resourceVersion`` gets 409; without one it is
-      unconditional for built-in kinds and refused (422 Invalid) for custom resources;
-    - a Delete whose ``uid`` or ``resource_version`` does not match gets 409;
-    - a Patch or Replace of an object that does not exist gets 404 NotFound; a Delete of one
-      is skipped, as the worker shell counts it done; a Create of a name that exists gets 409
-      AlreadyExists.
+class FakeCluster(FakeApiServer):
+    """The fake API server (:class:`~tests.support.fakeapi.FakeApiServer`: preconditions and
+    their 409s, 404s, AlreadyExists, no-op writes that keep the resourceVersion), in the ways
+    these tests need it: a created object's uid is ``uid-<kind>-<name>``, a created Pod is in
+    phase Pending, and with ``graceful_pods`` a deleted Pod is terminating (its
+    ``deletionTimestamp`` set) rather than gone.
 
     :meth:`apply` stops at the first refused write (the shell does the same), records it in
     ``refused`` and raises the :class:`KubeError`; :meth:`execute` and :meth:`converge`
     answer a refusal as the shell does (a Conflict of a write marked ``on_conflict="refresh"``:
     plan again at once on the current objects)."""
 
-    objects: dict[ObjectKey, Json] = field(default_factory=dict)
     graceful_pods: bool = False
     writes: list[Any] = field(default_factory=list)
     """Every write sent, refused ones included."""
     refused: list[tuple[Any, KubeError]] = field(default_factory=list)
     """The writes the fake refused, with the error it answered."""
-    _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
 
-    def add(self, *objs: Json) -> FakeCluster:
-        for obj in objs:
-            self.objects[key_of(obj)] = copy.deepcopy(obj)
-        return self
+    def new_uid(self, key: ObjectKey) -> str:
+        return f"uid-{key.kind}-{key.name}"
 
-    def get(self, kind: str, name: str) -> Json | None:
-        return self.objects.get(ObjectKey(kind, NS, name))
+    def admitted(self, body: Json) -> None:
+        if body["kind"] == "Pod":
+            body["status"] = {"phase": "Pending"}
 
-    def _bump(self, obj: Json) -> Json:
-        obj["metadata"]["resourceVersion"] = str(next(self._versions))
-        return obj
-
-    def _stored(self, key: ObjectKey) -> Json:
-        current = self.objects.get(key)
-        if current is None:
-            raise KubeError(
-                404, "NotFound", f'{resource_for(key.kind).plural} "{key.name}" not found'
-            )
-        return current
-
-    def _store(self, key: ObjectKey, current: Json, written: Json) -> None:
-        if _without_version(written) == _without_version(current):
-            return  # a no-op write: nothing stored, the resourceVersion stays
-        self.objects[key] = self._bump(written)
+    def deleting(self, key: ObjectKey) -> None:
+        existing = self.objects[key]
+        if key.kind == "Pod" and self.graceful_pods:
+            if not existing["metadata"].get("deletionTimestamp"):
+                existing["metadata"]["deletionTimestamp"] = stamp(NOW)
+                self.bump(existing)
+        else:
+            del self.objects[key]
 
     def apply(self, plan: Plan) -> None:
         for action in plan.actions:
@@ -335,75 +267,6 @@ class FakeCluster:
             except KubeError as error:
                 self.refused.append((action, error))
                 raise
-
-    def write(self, action: Any) -> None:
-        """One write, or a :class:`KubeError` as the API server would answer it."""
-        if isinstance(action, Create):
-            body = copy.deepcopy(action.body)
-            key = key_of(body)
-            if key in self.objects:
-                raise KubeError(
-                    409,
-                    "AlreadyExists",
-                    f'{resource_for(key.kind).plural} "{key.name}" already exists',
-                )
-            body["metadata"].setdefault("uid", f"uid-{key.kind}-{key.name}")
-            if key.kind == "Pod":
-                body["status"] = {"phase": "Pending"}
-            self.objects[key] = self._bump(body)
-        elif isinstance(action, Patch):
-            current = self._stored(action.target)
-            wanted = _version(action.patch)
-            if wanted and wanted != _version(current):
-                raise conflict(action.target)
-            patch = copy.deepcopy(dict(action.patch))
-            patch.get("metadata", {}).pop("resourceVersion", None)
-            if action.subresource == "status":
-                patch = {"status": patch["status"]} if "status" in patch else {}
-            else:
-                patch.pop("status", None)
-            self._store(action.target, current, _merge(current, patch))
-        elif isinstance(action, Replace):
-            key = key_of(action.body)
-            current = self._stored(key)
-            wanted = _version(action.body)
-            if not wanted and key.kind in CUSTOM_KINDS:
-                raise KubeError(
-                    422,
-                    "Invalid",
-                    f"{key.kind} {key.name!r}: metadata.resourceVersion: Invalid value: 0x0: "
-                    "must be specified for an update",
-                )
-            if wanted and wanted != _version(current):
-                raise conflict(key)
-            self._store(key, current, copy.deepcopy(action.body))
-        elif isinstance(action, Delete):
-            existing = self.objects.get(action.target)
-            if existing is None:
-                return
-            uid = str(existing["metadata"].get("uid") or "")
-            if action.uid is not None and action.uid != uid:
-                raise conflict(
-                    action.target,
-                    f"the UID in the precondition ({action.uid}) does not match the UID in "
-                    f"record ({uid}). The object might have been deleted and then recreated",
-                )
-            version = _version(existing)
-            if action.resource_version is not None and action.resource_version != version:
-                raise conflict(
-                    action.target,
-                    f"the ResourceVersion in the precondition ({action.resource_version}) does "
-                    f"not match the ResourceVersion in record ({version}). The object might "
-                    "have been modified",
-                )
-            if action.target.kind == "Pod" and self.graceful_pods:
-                if not existing["metadata"].get("deletionTimestamp"):
-                    existing["metadata"]["deletionTimestamp"] = stamp(NOW)
-                    self._bump(existing)
-            else:
-                del self.objects[action.target]
-        else:
-            raise AssertionError(f"the fake cluster does not execute {action!r}")
 
     def cache(self) -> ObjectCache:
         cache = ObjectCache(label_indexes=[("Pod", LABEL_SANDBOX_NAME_HASH)])
@@ -462,7 +325,10 @@ class ClusterApi:
             raise failure
 
     def _read(self, key: ObjectKey) -> Json:
-        return copy.deepcopy(self.cluster._stored(key))
+        found = self.cluster.objects.get(key)
+        if found is None:
+            raise not_found(key)
+        return copy.deepcopy(found)
 
     async def create(self, body: Json) -> Json:
         key = key_of(body)

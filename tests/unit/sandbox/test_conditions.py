@@ -1,4 +1,4 @@
-"""The condition matrix of a Sandbox (spec/agent-sandbox.md §2.6)."""
+"""The condition matrix of a Sandbox (docs/agent-sandbox.md §2.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A Sandbox's Pod: create, adopt, relabel, delete, refuse (spec/agent-sandbox.md §2.3, §2.5)."""
+"""A Sandbox's Pod: create, adopt, relabel, delete, refuse (docs/agent-sandbox.md §2.3, §2.5)."""
 
 from __future__ import annotations
 
@@ -19,18 +19,18 @@ from api.keys import (
     LABEL_WARM_POOL_SANDBOX,
     name_hash,
 )
-from services.runtime.cache import ObjectKey
-from services.runtime.reconcile import Create, Delete, Patch
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Create, Delete, Patch
 from services.sandbox.core.objects import Ownership, ownership
 from services.sandbox.core.observation import resolve_pod_name
 from services.sandbox.core.plan import plan_sandbox, read_sandbox
 from services.sandbox.core.pods import PodPlan, merge_volume_claim_volumes, plan_pod
+from tests.support.plans import actions_of
 from tests.unit.sandbox.samples import (
     NOW,
     SANDBOX_UID,
     FakeCluster,
     observation,
-    of_type,
     owned_pod,
     owner_ref,
     pod,
@@ -47,14 +47,14 @@ def plan(sb: dict[str, Any], *pods: dict[str, Any]) -> PodPlan:
 
 
 def only_patch(result: PodPlan) -> dict[str, Any]:
-    patches = [a for a in result.actions if isinstance(a, Patch)]
+    patches = [a for a in actions_of(result) if isinstance(a, Patch)]
     assert len(patches) == 1, result.actions
     metadata: dict[str, Any] = patches[0].patch["metadata"]
     return metadata
 
 
 def created_pod(result: PodPlan) -> dict[str, Any]:
-    creates = [a for a in result.actions if isinstance(a, Create)]
+    creates = [a for a in actions_of(result) if isinstance(a, Create)]
     assert len(creates) == 1, result.actions
     body: dict[str, Any] = creates[0].body
     return body
@@ -96,8 +96,8 @@ def test_creates_a_new_pod() -> None:
 def test_updates_the_label_and_owner_of_an_existing_pod() -> None:
     """Upstream TestReconcilePod "updates label and ownerRef of existing pod": an unowned Pod
     carrying the tracking label is adopted in one merge patch, conditional on the Pod's
-    resourceVersion, and refreshed on 409 Conflict (DESIGN invariant 2: another Sandbox may be
-    adopting the same Pod)."""
+    resourceVersion, and refreshed on 409 Conflict (docs/architecture.md invariant 2: another
+    Sandbox may be adopting the same Pod)."""
     result = plan(sandbox(), pod(labels={"x": "y"}))
     patch = only_patch(result)
     assert patch["ownerReferences"] == [owner_ref()]
@@ -142,7 +142,7 @@ def test_relabelling_an_owned_pod_is_not_conditional() -> None:
 
 
 def of_type_in(result: PodPlan, kind: type) -> list[Any]:
-    return [a for a in result.actions if isinstance(a, kind)]
+    return [a for a in actions_of(result) if isinstance(a, kind)]
 
 
 def test_persists_the_owner_reference_when_adopting_a_correctly_labelled_pod() -> None:
@@ -410,7 +410,7 @@ def test_prefers_the_owned_pod_over_a_stale_adoption_target() -> None:
     stale = pod("stale", labels={LABEL_ADOPTABLE: "true"}, hashed_for=None)
     result = plan(sb, stale, owned_pod("real"))
     assert result.finding.pod is not None and result.finding.pod["metadata"]["name"] == "real"
-    assert all(a.target.name == "real" for a in result.actions if isinstance(a, Patch | Delete))
+    assert all(a.target.name == "real" for a in actions_of(result) if isinstance(a, Patch | Delete))
     assert result.pod_name_annotation == "real"
 
 
@@ -434,18 +434,18 @@ def test_surfaces_multiple_owned_pods_as_ready_reason_and_one_event() -> None:
     assert written is not None
     ready = next(c for c in written["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "MultiplePods")
-    events = [a.body for a in of_type(result, Create)]
+    events = [a.body for a in actions_of(result, Create)]
     assert [(e["kind"], e["reason"], e["type"]) for e in events] == [
         ("Event", "MultiplePods", "Warning")
     ]
-    assert all(a.target.kind != "Service" for a in result.actions)
+    assert all(a.target.kind != "Service" for a in actions_of(result))
 
     already = sandbox(
         service=True,
         status={"conditions": [dict(ready, lastTransitionTime="2026-01-01T00:00:00Z")]},
     )
     again = plan_sandbox(observation(already, pods=(owned_pod("a"), owned_pod("b"))), NOW)
-    assert not of_type(again, Create), "the event is emitted once"
+    assert not actions_of(again, Create), "the event is emitted once"
 
 
 def test_only_pods_controlled_by_the_sandbox_uid_count() -> None:
@@ -543,4 +543,4 @@ def test_a_lost_memory_loses_no_write() -> None:
     drifted = owned_pod(labels={"team": "a"}, annotations={ANNOTATION_PROPAGATED_LABELS: "team"})
     first = plan_sandbox(observation(sb, pods=(drifted,)), NOW)
     after_restart = plan_sandbox(observation(sb, pods=(drifted,)), NOW)
-    assert first == after_restart and of_type(first, Patch)
+    assert first == after_restart and actions_of(first, Patch)

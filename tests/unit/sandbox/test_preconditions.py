@@ -1,4 +1,4 @@
-"""Optimistic concurrency (DESIGN.md invariant 2): the fake API server refuses a stale
+"""Optimistic concurrency (docs/architecture.md invariant 2): the fake API server refuses a stale
 precondition with 409 Conflict as the real one does, and two Sandboxes racing for one Pod
 cannot both take it."""
 
@@ -10,17 +10,18 @@ from typing import Any
 import pytest
 
 from api.keys import ANNOTATION_POD_NAME, LABEL_ADOPTABLE
-from services.runtime.cache import ObjectKey
+from events.envelope import ObjectKey
 from services.runtime.kube import KubeError
-from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace
+from services.runtime.reconcile.actions import Create, Delete, Patch, Plan, Replace
 from services.sandbox.core.objects import Ownership, ownership
 from services.sandbox.core.plan import plan_sandbox
+from tests.support.plans import actions_of
+from tests.support.samples import conditions_by_type
 from tests.unit.sandbox.samples import (
     NOW,
     SANDBOX_UID,
     ClusterApi,
     FakeCluster,
-    conditions_of,
     owned_pod,
     owner_ref,
     pod,
@@ -207,7 +208,7 @@ def racing_world() -> FakeCluster:
 
 
 def adoptions(plan: Plan) -> list[Patch]:
-    return [a for a in plan.actions if isinstance(a, Patch) and a.target == WARM]
+    return [a for a in actions_of(plan) if isinstance(a, Patch) and a.target == WARM]
 
 
 def test_the_second_of_two_racing_adoptions_gets_a_conflict_and_backs_off() -> None:
@@ -241,7 +242,7 @@ def test_the_second_of_two_racing_adoptions_gets_a_conflict_and_backs_off() -> N
     assert len(warm["metadata"]["ownerReferences"]) == 1
     own = cluster.get("Pod", "sb2")
     assert own is not None and ownership(own, OTHER_UID) is Ownership.OWNED
-    assert conditions_of(cluster.objects[SB])["Ready"]["reason"] != "ReconcilerError"
+    assert conditions_by_type(cluster.objects[SB])["Ready"]["reason"] != "ReconcilerError"
 
 
 def test_converge_refreshes_after_a_conflict() -> None:

@@ -1,4 +1,5 @@
-"""Properties of the sandbox planners over random starting worlds (DESIGN.md invariants 2 and 5).
+"""Properties of the sandbox planners over random starting worlds (docs/architecture.md invariants 2
+and 5).
 
 Each test draws a valid starting world: a Sandbox or SandboxTemplate with random values of the
 fields that matter (operating mode, which is v1alpha1's replicas 1/0; pod template labels and
@@ -41,16 +42,17 @@ from api.keys import (
     LABEL_WARM_POOL_SANDBOX,
     name_hash,
 )
-from services.runtime.cache import Json, ObjectKey, key_of
-from services.runtime.reconcile import Patch, Plan, Replace
+from api.objects import Json
+from events.envelope import ObjectKey, key_of
+from services.runtime.reconcile.actions import Patch, Plan, Replace
 from services.sandbox.core.lifecycle import EXPIRED_REQUEUE
 from services.sandbox.core.objects import Ownership, ownership
 from services.sandbox.core.observation import observe_template
 from services.sandbox.core.plan import plan_sandbox
 from services.sandbox.core.template import desired_network_policy_spec, plan_template, same_spec
+from tests.support.samples import NS, stamp
 from tests.unit.sandbox.samples import (
     NOW,
-    NS,
     SANDBOX_UID,
     FakeCluster,
     owner_ref,
@@ -58,7 +60,6 @@ from tests.unit.sandbox.samples import (
     pvc,
     sandbox,
     service,
-    stamp,
 )
 
 PASSES = 10

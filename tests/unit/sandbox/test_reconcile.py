@@ -1,5 +1,5 @@
 """Whole reconciles of a Sandbox, run to convergence against a tiny in-memory API server
-(spec/agent-sandbox.md §2.2, §2.6, §2.7)."""
+(docs/agent-sandbox.md §2.2, §2.6, §2.7)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ from typing import Any
 import pytest
 
 from api.keys import ANNOTATION_POD_NAME, LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH, name_hash
-from services.runtime.cache import ObjectKey
-from services.runtime.reconcile import Delete, Patch
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Delete, Patch
 from services.sandbox.core.lifecycle import EXPIRED_REQUEUE, check_expiry
 from services.sandbox.core.plan import plan_sandbox, read_sandbox
 from services.sandbox.core.status import PodFinding, compute_conditions
+from tests.support.plans import actions_of
+from tests.support.samples import conditions_by_type, stamp
 from tests.unit.sandbox.samples import (
     NOW,
     FakeCluster,
-    conditions_of,
     observation,
     owned_pod,
     owner_ref,
@@ -25,7 +26,6 @@ from tests.unit.sandbox.samples import (
     pvc,
     sandbox,
     service,
-    stamp,
     status_written,
 )
 
@@ -34,7 +34,7 @@ SB = ObjectKey("Sandbox", "default", "sb")
 
 
 def ready(obj: dict[str, Any]) -> tuple[str, str, str]:
-    c = conditions_of(obj)["Ready"]
+    c = conditions_by_type(obj)["Ready"]
     return c["status"], c["reason"], c["message"]
 
 
@@ -122,7 +122,7 @@ def test_expired_retain_takes_two_passes() -> None:
     cluster.apply(first)
     assert ready(sandbox_of(cluster)) == ("False", "SandboxExpired", "Sandbox has expired")
     assert cluster.get("Pod", "sb") is not None, "nothing torn down in the first pass"
-    assert "PodScheduled" not in conditions_of(sandbox_of(cluster))
+    assert "PodScheduled" not in conditions_by_type(sandbox_of(cluster))
 
     cluster.converge()
     assert cluster.get("Pod", "sb") is None and cluster.get("Service", "sb") is None
@@ -149,7 +149,7 @@ def test_expired_delete_deletes_the_sandbox() -> None:
     cluster.converge()
     plans = cluster.converge()
     assert cluster.get("Sandbox", "sb") is None
-    deletes = [a.target for a in plans[-1].actions if isinstance(a, Delete)]
+    deletes = [a.target for a in actions_of(plans[-1]) if isinstance(a, Delete)]
     assert deletes[-1] == SB
 
 
@@ -177,7 +177,7 @@ def test_expiry_with_no_pod_or_service() -> None:
     expire(cluster)
     cluster.converge()
     plans = cluster.converge()
-    assert not [a for p in plans for a in p.actions if isinstance(a, Delete)]
+    assert not [a for p in plans for a in actions_of(p) if isinstance(a, Delete)]
     assert ready(sandbox_of(cluster))[1] == "SandboxExpired"
 
 
@@ -185,7 +185,7 @@ def test_suspending_with_a_terminating_pod() -> None:
     """Upstream TestReconcile "suspend with terminating pod → Suspended=False/PodTerminating"."""
     cluster = FakeCluster(graceful_pods=True).add(sandbox(operatingMode="Suspended"), owned_pod())
     cluster.converge()
-    suspended = conditions_of(sandbox_of(cluster))["Suspended"]
+    suspended = conditions_by_type(sandbox_of(cluster))["Suspended"]
     assert (suspended["status"], suspended["reason"]) == ("False", "PodTerminating")
     assert ready(sandbox_of(cluster)) == ("False", "SandboxSuspended", "Sandbox is suspending")
 
@@ -194,7 +194,7 @@ def test_suspending_with_no_pod() -> None:
     """Upstream TestReconcile "suspend with no pod → True/PodTerminated"."""
     cluster = FakeCluster().add(sandbox(operatingMode="Suspended"))
     cluster.converge()
-    suspended = conditions_of(sandbox_of(cluster))["Suspended"]
+    suspended = conditions_by_type(sandbox_of(cluster))["Suspended"]
     assert (suspended["status"], suspended["reason"]) == ("True", "PodTerminated")
 
 
@@ -218,7 +218,7 @@ def test_a_failed_pod_is_not_replaced() -> None:
     cluster.converge()
     sb = sandbox_of(cluster)
     assert ready(sb) == ("False", "PodFailed", "Pod failed")
-    assert conditions_of(sb)["Finished"]["reason"] == "PodFailed"
+    assert conditions_by_type(sb)["Finished"]["reason"] == "PodFailed"
     assert not [
         w for w in cluster.writes if getattr(w, "target", None) == ObjectKey("Pod", "default", "sb")
     ]
@@ -285,11 +285,11 @@ def test_pod_scheduled_is_removed_with_the_pod() -> None:
     """Upstream TestPodScheduledConditionRemovedWithPod."""
     cluster = FakeCluster().add(sandbox(), owned_pod())
     cluster.converge()
-    assert conditions_of(sandbox_of(cluster))["PodScheduled"]["status"] == "True"
+    assert conditions_by_type(sandbox_of(cluster))["PodScheduled"]["status"] == "True"
     cluster.converge()
     cluster.objects[SB]["spec"]["operatingMode"] = "Suspended"
     cluster.converge()
-    assert "PodScheduled" not in conditions_of(sandbox_of(cluster))
+    assert "PodScheduled" not in conditions_by_type(sandbox_of(cluster))
 
 
 def test_pod_scheduled_is_unknown_when_the_pod_cannot_be_determined() -> None:
@@ -333,14 +333,14 @@ def test_expiry_is_two_pass_and_keeps_finished(phase: str) -> None:
     """Upstream TestSandboxShutdownExpiryUsesTwoPassAndPreservesFinishedCondition."""
     cluster = FakeCluster().add(sandbox(), owned_pod(phase=phase, ready=False))
     cluster.converge()
-    finished = conditions_of(sandbox_of(cluster))["Finished"]
+    finished = conditions_by_type(sandbox_of(cluster))["Finished"]
     expire(cluster)
     cluster.converge()
     assert cluster.get("Pod", "sb") is not None, "first pass: only marked"
     cluster.converge()
     sb = sandbox_of(cluster)
     assert cluster.get("Pod", "sb") is None
-    assert conditions_of(sb)["Finished"] == finished
+    assert conditions_by_type(sb)["Finished"] == finished
     assert ready(sb)[1] == "SandboxExpired"
 
 
@@ -363,15 +363,15 @@ def test_a_condition_keeps_its_transition_time_until_its_status_changes() -> Non
     status, while reason and message follow the latest pass."""
     cluster = FakeCluster().add(sandbox(), owned_pod(ready=False))
     cluster.converge(now=NOW)
-    first = conditions_of(sandbox_of(cluster))["Ready"]
+    first = conditions_by_type(sandbox_of(cluster))["Ready"]
     cluster.objects[ObjectKey("Pod", "default", "sb")]["status"]["phase"] = "Pending"
     cluster.converge(now=NOW + timedelta(minutes=1))
-    second = conditions_of(sandbox_of(cluster))["Ready"]
+    second = conditions_by_type(sandbox_of(cluster))["Ready"]
     assert second["message"] != first["message"]
     assert second["lastTransitionTime"] == first["lastTransitionTime"]
     cluster.objects[ObjectKey("Pod", "default", "sb")]["status"] = owned_pod()["status"]
     cluster.converge(now=NOW + timedelta(minutes=2))
-    third = conditions_of(sandbox_of(cluster))["Ready"]
+    third = conditions_by_type(sandbox_of(cluster))["Ready"]
     assert third["lastTransitionTime"] == stamp(NOW + timedelta(minutes=2))
 
 

@@ -1,4 +1,4 @@
-"""A Sandbox's headless Service and its ports (spec/agent-sandbox.md §2.3 to §2.5)."""
+"""A Sandbox's headless Service and its ports (docs/agent-sandbox.md §2.3 to §2.5)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from api.keys import ANNOTATION_POD_NAME, LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH, name_hash
-from services.runtime.cache import ObjectKey
-from services.runtime.reconcile import Create, Delete, Patch, Replace
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Create, Delete, Patch, Replace
 from services.sandbox.core.headless import ServicePlan, plan_service, service_ports
 from services.sandbox.core.plan import plan_sandbox, read_sandbox
 from tests.unit.sandbox.samples import (

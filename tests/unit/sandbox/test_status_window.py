@@ -13,14 +13,16 @@ from typing import Any
 import pytest
 
 from api.keys import ANNOTATION_POD_NAME
-from services.runtime.cache import Json
-from services.runtime.reconcile import Patch, Plan
-from services.runtime.reconcile.worker import Observed
+from api.objects import Json
+from services.runtime.reconcile.actions import Patch, Plan
+from services.runtime.worker_api import Observed, Reconciler
 from services.sandbox.core.status import only_progress
 from services.sandbox.service import DEFAULT_STATUS_WINDOW, STATUS_WINDOW_ENV, seconds_from
-from services.sandbox.worker import SandboxReconciler, sandbox_worker
-from tests.unit.sandbox.samples import FakeCluster, conditions_of, owned_pod, pod, sandbox
-from tests.unit.sandbox.test_write_behind import at, memo_of, reconcile
+from services.sandbox.worker import sandbox_reconciler, sandbox_worker
+from tests.support.plans import actions_of
+from tests.support.samples import conditions_by_type
+from tests.unit.sandbox.passes import at, memo_of, reconcile
+from tests.unit.sandbox.samples import FakeCluster, owned_pod, pod, sandbox
 
 WINDOW = 2.0
 
@@ -41,13 +43,13 @@ def set_pod(cluster: FakeCluster, **state: Any) -> None:
 def ready_of(cluster: FakeCluster) -> tuple[str, str] | None:
     sb = cluster.get("Sandbox", "sb")
     assert sb is not None
-    ready = conditions_of(sb).get("Ready")
+    ready = conditions_by_type(sb).get("Ready")
     return (ready["status"], ready["reason"]) if ready else None
 
 
-def starting(window: float = WINDOW) -> tuple[SandboxReconciler, FakeCluster, Plan]:
+def starting(window: float = WINDOW) -> tuple[Reconciler[Any], FakeCluster, Plan]:
     """A new Sandbox's first pass: its Pod is created."""
-    reconciler = SandboxReconciler(status_window=window)
+    reconciler = sandbox_reconciler(status_window=window)
     cluster = FakeCluster().add(sandbox())
     return reconciler, cluster, reconcile(reconciler, cluster, at(0))
 
@@ -107,7 +109,7 @@ def test_a_pod_slower_than_the_window_has_its_progress_written_when_it_ends() ->
 
 
 def test_losing_readiness_is_written_at_once() -> None:
-    reconciler = SandboxReconciler(status_window=WINDOW)
+    reconciler = sandbox_reconciler(status_window=WINDOW)
     cluster = FakeCluster().add(sandbox(annotations={ANNOTATION_POD_NAME: "sb"}), owned_pod())
     reconcile(reconciler, cluster, at(0))
     assert ready_of(cluster) == ("True", "DependenciesReady")
@@ -120,17 +122,17 @@ def test_losing_readiness_is_written_at_once() -> None:
 def test_an_error_is_written_at_once() -> None:
     """A write the API server refused is reported in the status of the next pass, window or
     not: the user needs to see it."""
-    reconciler = SandboxReconciler(status_window=WINDOW)
+    reconciler = sandbox_reconciler(status_window=WINDOW)
     cluster = FakeCluster().add(sandbox())
     error = 'create Pod/default/sb: Forbidden (403): exceeded quota "pods"'
     observed = reconciler.observe(next(iter(cluster.objects)), _observed(cluster, last_error=error))
     plan = reconciler.plan(observed, at(0))
-    written = [a for a in plan.actions if isinstance(a, Patch) and a.subresource == "status"]
+    written = [a for a in actions_of(plan) if isinstance(a, Patch) and a.subresource == "status"]
     assert written and plan.memo is None
 
 
 def test_a_suspension_is_written_at_once() -> None:
-    reconciler = SandboxReconciler(status_window=WINDOW)
+    reconciler = sandbox_reconciler(status_window=WINDOW)
     cluster = FakeCluster().add(sandbox(operatingMode="Suspended"))
     reconcile(reconciler, cluster, at(0))
     assert ready_of(cluster) == ("False", "SandboxSuspended")

@@ -1,5 +1,5 @@
 """The SandboxTemplate controller: its ref-hash label and its NetworkPolicy
-(spec/agent-sandbox.md §3.1)."""
+(docs/agent-sandbox.md §3.1)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import copy
 from typing import Any
 
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, name_hash
-from services.runtime.cache import ObjectKey
-from services.runtime.reconcile import Create, Delete, Patch, Plan, Replace
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Create, Delete, Patch, Plan, Replace
 from services.sandbox.core.observation import TemplateObservation
 from services.sandbox.core.template import plan_template, same_spec, secure_default_rules
+from tests.support.plans import actions_of
 from tests.unit.sandbox.samples import NOW
 
 HASH = name_hash("python")
@@ -69,7 +70,7 @@ def plan(tmpl: dict[str, Any] | None, np: dict[str, Any] | None = None) -> Plan:
 
 
 def created_spec(result: Plan) -> dict[str, Any]:
-    creates = [a for a in result.actions if isinstance(a, Create)]
+    creates = [a for a in actions_of(result) if isinstance(a, Create)]
     assert len(creates) == 1, result.actions
     spec: dict[str, Any] = creates[0].body["spec"]
     return spec
@@ -101,7 +102,7 @@ def test_default_secure_network_policy() -> None:
         "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"],
     }
     assert peers[1]["ipBlock"] == {"cidr": "::/0", "except": ["fc00::/7", "fe80::/10"]}
-    body = next(a.body for a in result.actions if isinstance(a, Create))
+    body = next(a.body for a in actions_of(result) if isinstance(a, Create))
     assert body["metadata"]["ownerReferences"][0]["uid"] == TEMPLATE_UID
     assert body["metadata"]["ownerReferences"][0]["controller"] is True
 
@@ -134,7 +135,7 @@ def test_a_spec_change_updates_the_policy() -> None:
     existing = policy(created_spec(plan(template())))
     rules = {"ingress": [{"ports": [{"port": 8080}]}]}
     result = plan(template(networkPolicy=rules), existing)
-    replaces = [a for a in result.actions if isinstance(a, Replace)]
+    replaces = [a for a in actions_of(result) if isinstance(a, Replace)]
     assert len(replaces) == 1
     assert replaces[0].body["metadata"]["resourceVersion"] == "7"
     assert replaces[0].on_conflict == "refresh", "someone wrote it meanwhile: read it again"

@@ -1,4 +1,4 @@
-"""Tracing a Sandbox's reconciles (spec/agent-sandbox.md §2.2 step 2, §6): the real worker shell
+"""Tracing a Sandbox's reconciles (docs/agent-sandbox.md §2.2 step 2, §6): the real worker shell
 with an OpenTelemetry SDK tracer whose spans land in memory."""
 
 from __future__ import annotations
@@ -13,21 +13,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode, Tracer
 
 from api.keys import ANNOTATION_TRACE_CONTEXT, LABEL_CREATED_BY
-from services.runtime.cache import ObjectKey
+from events.envelope import ObjectKey
 from services.runtime.kube import KubeError
-from services.runtime.reconcile import Patch
+from services.runtime.reconcile.actions import Patch
 from services.runtime.reconcile.worker import Worker
 from services.sandbox.core.plan import plan_sandbox
 from services.sandbox.worker import sandbox_worker
-from tests.unit.runtime.test_reconcile_worker import FakeJetStream
-from tests.unit.sandbox.samples import (
-    NOW,
-    ClusterApi,
-    FakeCluster,
-    observation,
-    sandbox,
-    stamp,
-)
+from tests.support.fakebus import FakeJetStream
+from tests.support.samples import stamp
+from tests.unit.sandbox.samples import NOW, ClusterApi, FakeCluster, observation, sandbox
 
 SB = ObjectKey("Sandbox", "default", "sb")
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -1,5 +1,5 @@
 """Sandboxes the planner cannot act on get Ready=False with a reason a person can act on, and
-nothing else happens to them (invariant 7)."""
+nothing else happens to them (invariant 7 of docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,8 @@ from typing import Any
 import pytest
 
 from services.sandbox.core.plan import plan_sandbox
-from tests.unit.sandbox.samples import (
-    NOW,
-    FakeCluster,
-    conditions_of,
-    observation,
-    sandbox,
-    status_written,
-)
+from tests.support.samples import conditions_by_type
+from tests.unit.sandbox.samples import NOW, FakeCluster, observation, sandbox, status_written
 
 LONG = "s" * 70
 
@@ -76,7 +70,9 @@ def test_a_mount_of_a_claim_template_volume_is_fine() -> None:
 def test_fixing_the_spec_brings_the_sandbox_up() -> None:
     cluster = FakeCluster().add(sandbox(containers=[]))
     cluster.converge()
-    assert conditions_of(cluster.get("Sandbox", "sb") or {})["Ready"]["reason"] == "InvalidSpec"
+    assert (
+        conditions_by_type(cluster.get("Sandbox", "sb") or {})["Ready"]["reason"] == "InvalidSpec"
+    )
     assert cluster.get("Pod", "sb") is None
     fixed = sandbox(containers=[{"name": "app", "image": "x"}])
     stored = cluster.get("Sandbox", "sb")
@@ -84,7 +80,7 @@ def test_fixing_the_spec_brings_the_sandbox_up() -> None:
     stored["spec"] = fixed["spec"]
     cluster.converge()
     assert cluster.get("Pod", "sb") is not None
-    assert conditions_of(cluster.get("Sandbox", "sb") or {})["Ready"]["reason"] == (
+    assert conditions_by_type(cluster.get("Sandbox", "sb") or {})["Ready"]["reason"] == (
         "DependenciesNotReady"
     )
 

@@ -1,4 +1,4 @@
-"""A Sandbox's PVCs (spec/agent-sandbox.md §2.3, §2.5)."""
+"""A Sandbox's PVCs (docs/agent-sandbox.md §2.3, §2.5)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from api.keys import LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH, name_hash
-from services.runtime.cache import ObjectKey
-from services.runtime.reconcile import Create, Patch
+from events.envelope import ObjectKey
+from services.runtime.reconcile.actions import Create, Patch
 from services.sandbox.core.plan import read_sandbox
 from services.sandbox.core.volumes import ClaimsPlan, plan_claims
 from tests.unit.sandbox.samples import FakeCluster, owner_ref, pvc, sandbox

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.keys import name_hash
-from services.runtime.cache import ObjectCache, ObjectKey
+from events.envelope import ObjectKey
+from services.runtime.cache import ObjectCache
 from services.sandbox.worker import wakes
 from tests.unit.sandbox.samples import owned_pod, owner_ref, pod, pvc, sandbox, service
 

@@ -1,4 +1,4 @@
-"""The optional write-behind window for the owned Pod's metadata patch (spec/agent-sandbox.md
+"""The optional write-behind window for the owned Pod's metadata patch (docs/agent-sandbox.md
 §2.5; upstream controllers/writebehind_coalesce_test.go).
 
 The fixture is the state right after a warm adoption: the Sandbox is claim-owned and its
@@ -22,26 +22,26 @@ from api.keys import (
     name_hash,
 )
 from events.types import Outcome
-from services.runtime.cache import ObjectKey
-from services.runtime.reconcile import Patch, Plan
-from services.runtime.reconcile.worker import Observed, Worker
+from services.runtime.reconcile.actions import Patch, Plan
+from services.runtime.reconcile.worker import Worker
+from services.runtime.worker_api import Reconciler
 from services.sandbox.core.plan import WRITE_BEHIND_BOUND, plan_sandbox
 from services.sandbox.service import WRITE_BEHIND_ENV, write_behind
-from services.sandbox.worker import SandboxReconciler, sandbox_worker
-from tests.unit.runtime.test_reconcile_worker import FakeJetStream
+from services.sandbox.worker import sandbox_reconciler, sandbox_worker
+from tests.support.fakebus import FakeJetStream
+from tests.support.plans import actions_of
+from tests.support.samples import conditions_by_type, stamp
+from tests.unit.sandbox.passes import SB, at, memo_of, reconcile
 from tests.unit.sandbox.samples import (
     NOW,
     ClusterApi,
     FakeCluster,
-    conditions_of,
     observation,
     owned_pod,
     pod,
     sandbox,
-    stamp,
 )
 
-SB = ObjectKey("Sandbox", "default", "sb")
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 CLAIM = {
     "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
@@ -62,27 +62,7 @@ def after_adoption(**spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return sb, live
 
 
-MEMOS: dict[tuple[int, int], tuple[SandboxReconciler, FakeCluster, Any]] = {}
-"""Each (reconciler, cluster)'s memo, as the worker's shell keeps it per key; the pair is kept
-too, so that their ids cannot be reused by later objects."""
-
-
-def reconcile(reconciler: SandboxReconciler, cluster: FakeCluster, now: datetime) -> Plan:
-    """One pass through the worker's reconciler, keeping its memo (the write-behind clock)."""
-    plan = reconciler.plan(
-        reconciler.observe(SB, Observed(cluster.cache(), memo=memo_of(reconciler, cluster))), now
-    )
-    MEMOS[(id(reconciler), id(cluster))] = (reconciler, cluster, plan.memo)
-    cluster.apply(plan)
-    return plan
-
-
-def memo_of(reconciler: SandboxReconciler, cluster: FakeCluster) -> Any:
-    kept = MEMOS.get((id(reconciler), id(cluster)))
-    return kept[2] if kept is not None else None
-
-
-def settle(reconciler: SandboxReconciler, cluster: FakeCluster, now: datetime) -> Plan:
+def settle(reconciler: Reconciler[Any], cluster: FakeCluster, now: datetime) -> Plan:
     for _ in range(8):
         plan = reconcile(reconciler, cluster, now)
         if plan.requeue_after != 0:
@@ -100,15 +80,11 @@ def metadata(cluster: FakeCluster) -> tuple[dict[str, str], dict[str, str]]:
     return live["metadata"]["labels"], live["metadata"].get("annotations", {})
 
 
-def at(seconds: float) -> datetime:
-    return NOW + timedelta(seconds=seconds)
-
-
 def test_write_behind_disabled_is_synchronous() -> None:
     """Upstream TestWriteBehindDisabledIsSynchronous: with window 0 the Pod metadata patch is
     written in the pass that finds it, exactly once, and a second pass writes no Pod."""
     cluster = FakeCluster().add(*after_adoption())
-    reconciler = SandboxReconciler()
+    reconciler = sandbox_reconciler()
     first = reconcile(reconciler, cluster, NOW)
     assert pod_patches(cluster) == 1
     assert [type(a).__name__ for a in first.actions] == ["Patch"]
@@ -126,22 +102,22 @@ def test_a_held_pod_patch_coalesces_and_is_written_once_after_the_window() -> No
     after the window writes one patch, identical to synchronous mode; and readiness is not
     gated on it: the holding pass writes the status synchronous mode writes."""
     synchronous = FakeCluster().add(*after_adoption())
-    settle(SandboxReconciler(), synchronous, NOW)
+    settle(sandbox_reconciler(), synchronous, NOW)
     want_metadata = metadata(synchronous)
     sync_sandbox = synchronous.get("Sandbox", "sb")
     assert sync_sandbox is not None
-    want_ready = conditions_of(sync_sandbox)["Ready"]
+    want_ready = conditions_by_type(sync_sandbox)["Ready"]
     assert want_ready["status"] == "True"
 
     cluster = FakeCluster().add(*after_adoption())
-    reconciler = SandboxReconciler(write_behind=3600.0)
+    reconciler = sandbox_reconciler(write_behind=3600.0)
     first = reconcile(reconciler, cluster, NOW)
     assert pod_patches(cluster) == 0
     assert first.requeue_after is not None and 0 < first.requeue_after <= WRITE_BEHIND_BOUND
     assert metadata(cluster)[1][SAFE_TO_EVICT] == "true", "the Pod is untouched in the window"
     held_sandbox = cluster.get("Sandbox", "sb")
     assert held_sandbox is not None
-    assert conditions_of(held_sandbox)["Ready"] == want_ready, "the status is not held back"
+    assert conditions_by_type(held_sandbox)["Ready"] == want_ready, "the status is not held back"
 
     second = reconcile(reconciler, cluster, at(0.3))
     assert pod_patches(cluster) == 0
@@ -165,10 +141,10 @@ def test_a_lost_clock_restarts_the_window_and_loses_no_write() -> None:
     hold began; it holds the patch again for a fresh window, recomputed from the objects, and
     then writes it."""
     cluster = FakeCluster().add(*after_adoption())
-    reconcile(SandboxReconciler(write_behind=0.25), cluster, NOW)
+    reconcile(sandbox_reconciler(write_behind=0.25), cluster, NOW)
     assert pod_patches(cluster) == 0
 
-    restarted = SandboxReconciler(write_behind=0.25)
+    restarted = sandbox_reconciler(write_behind=0.25)
     again = reconcile(restarted, cluster, at(0.1))
     assert pod_patches(cluster) == 0
     assert again.requeue_after == 0.25
@@ -185,7 +161,7 @@ def test_adopting_an_unowned_pod_is_never_held_back() -> None:
     synchronous = plan_sandbox(obs, NOW)
     windowed = plan_sandbox(replace(obs, write_behind=1.0), NOW)
     assert windowed.actions == synchronous.actions
-    patch = next(a for a in windowed.actions if isinstance(a, Patch) and a.target.kind == "Pod")
+    patch = next(a for a in actions_of(windowed) if isinstance(a, Patch) and a.target.kind == "Pod")
     assert patch.patch["metadata"]["ownerReferences"][0]["uid"] == "sandbox-uid-1"
 
 
@@ -196,7 +172,7 @@ def test_a_retry_after_a_failed_write_is_not_held_back() -> None:
     error = "patch Pod/default/sb: InternalError (500): etcd timeout"
     obs = replace(observation(sb, pods=(live,), last_error=error), write_behind=1.0)
     assert any(
-        isinstance(a, Patch) and a.target.kind == "Pod" for a in plan_sandbox(obs, NOW).actions
+        isinstance(a, Patch) and a.target.kind == "Pod" for a in actions_of(plan_sandbox(obs, NOW))
     )
 
 
@@ -212,7 +188,7 @@ def test_a_clock_that_started_in_the_future_still_ends_within_the_window() -> No
     obs = replace(observation(sb, pods=(live,)), write_behind=0.5, pod_patch_held_since=at(10))
     plan = plan_sandbox(obs, NOW)
     assert plan.requeue_after == 0.5
-    assert not any(isinstance(a, Patch) and a.target.kind == "Pod" for a in plan.actions)
+    assert not any(isinstance(a, Patch) and a.target.kind == "Pod" for a in actions_of(plan))
 
 
 async def test_the_worker_comes_back_when_the_window_ends() -> None:

@@ -1,5 +1,5 @@
 """The commit Job a snapshot's first pass creates (services/snapshot/core/jobs.py,
-spec/opensandbox.md §4.3, §9.22) and the image names it commits to (services/snapshot/core/
+docs/opensandbox.md §4.3, §9.22) and the image names it commits to (services/snapshot/core/
 images.py, §4.2, §9.21): upstream's TestBuildCommitJob_* and
 TestHandlePending_PublicSnapshotUsesSnapshotIDTag, then the tags of the pause snapshot and of
 any other name, read off the Job and the status the pass writes."""
@@ -10,8 +10,8 @@ import hashlib
 
 import pytest
 
+from api.objects import Json
 from api.opensandbox import LABEL_PRIVILEGED_NODE_ACCESS, LABEL_SANDBOX_SNAPSHOT_NAME
-from services.runtime.cache import Json
 from services.snapshot.core.jobs import CommitterSettings, commit_job, commit_target
 from services.snapshot.core.plan import SnapshotSettings
 from tests.unit.snapshot.world import (

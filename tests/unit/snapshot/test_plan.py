@@ -1,5 +1,5 @@
 """The SandboxSnapshot planner (services/snapshot/core/plan.py): first one test per upstream test
-of sandboxsnapshot_controller_test.go about the phases (spec/opensandbox.md §7.1, §4.1) and the
+of sandboxsnapshot_controller_test.go about the phases (docs/opensandbox.md §7.1, §4.1) and the
 e2e case of a snapshot of a missing sandbox (pause_resume_test.go:766), each naming the one it
 mirrors; then what sandbus does on purpose: the cleanup finalizer and the deletion, Committing
 written by the pass that creates the Job, a commit Job taken up after a restart, a Job of
@@ -15,8 +15,9 @@ from datetime import timedelta
 
 import pytest
 
+from api.objects import Json
 from api.opensandbox import FINALIZER_SNAPSHOT_CLEANUP, LABEL_SANDBOX_SNAPSHOT_NAME
-from services.runtime.cache import Json, ObjectKey
+from events.envelope import ObjectKey
 from services.runtime.reconcile.actions import Create, Delete, Patch
 from services.snapshot.core.jobs import CommitterSettings
 from services.snapshot.core.plan import (

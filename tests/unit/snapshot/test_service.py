@@ -1,16 +1,19 @@
 """The snapshot worker's settings from its environment (``services.snapshot.service.
-settings_from``), against upstream's controller flags and their defaults (spec/opensandbox.md
+settings_from``), against upstream's controller flags and their defaults (docs/opensandbox.md
 §4.3): every variable read, a blank one the default, and a value that does not parse stopping
 the service with the variable named."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from events.envelope import ObjectKey
+from services.runtime.worker_api import ObjectCache, Observed, Reconciler
 from services.snapshot.core.jobs import CommitterSettings
-from services.snapshot.core.plan import SnapshotSettings
+from services.snapshot.core.plan import SnapshotSettings, plan_snapshot
 from services.snapshot.service import definition, settings_from
-from services.snapshot.worker import SnapshotReconciler
 
 VARIABLES = (
     "SANDBUS_SNAPSHOT_REGISTRY",
@@ -102,6 +105,12 @@ def test_a_bad_value_stops_the_service_naming_the_variable(
         definition()
 
 
+def settings_of(reconciler: Reconciler[Any]) -> SnapshotSettings:
+    """The settings the reconciler's observe hands its planner."""
+    key = ObjectKey("SandboxSnapshot", "default", "snap")
+    return reconciler.observe(key, Observed(cache=ObjectCache())).settings
+
+
 def test_the_worker_runs_with_the_settings_of_its_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -113,6 +122,6 @@ def test_the_worker_runs_with_the_settings_of_its_environment(
     built = definition()
     assert built.name == "snapshot"
     (reconciler,) = built.reconcilers
-    assert isinstance(reconciler, SnapshotReconciler)
-    assert reconciler.settings.registry == "registry.example.com/x"
-    assert reconciler.settings.committer.commit_timeout == 42.0
+    assert reconciler.plan is plan_snapshot
+    assert settings_of(reconciler).registry == "registry.example.com/x"
+    assert settings_of(reconciler).committer.commit_timeout == 42.0

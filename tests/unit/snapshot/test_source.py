@@ -1,6 +1,6 @@
 """Which Pod a snapshot commits (services/snapshot/core/source.py), and the containers it
 commits: upstream's TestHandlePending_UsesSourcePodContainersWhenTemplateMissing, then the trap
-of spec/opensandbox.md §9.19 as sandbus closes it. Upstream takes the first Running Pod of the
+of docs/opensandbox.md §9.19 as sandbus closes it. Upstream takes the first Running Pod of the
 sandbox's ``alloc-status``, then of its name label, then ``<bs>-0``; ``alloc-status`` only
 grows, so a resumed sandbox would commit a Pool Pod that now serves another tenant. Here a Pod
 is committed only while the sandbox holds it: a pooled sandbox's Pool Pod that it has not given
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from api.objects import Json
 from api.opensandbox import ANNOTATION_ALLOC_STATUS, LABEL_BATCH_SANDBOX_NAME, LABEL_POOL_NAME
-from services.runtime.cache import Json
 from services.runtime.reconcile.actions import Plan
 from tests.unit.snapshot.world import (
     NAME,

@@ -5,10 +5,13 @@ which Pods and Jobs it follows at all."""
 
 from __future__ import annotations
 
-from services.runtime.cache import Json, ObjectKey
-from services.runtime.reconcile.worker import Observed
-from services.snapshot.core.plan import SnapshotSettings
-from services.snapshot.worker import SnapshotReconciler, snapshot_worker, wakes
+from typing import Any
+
+from api.objects import Json
+from events.envelope import ObjectKey
+from services.runtime.worker_api import ObjectCache, Observed, Reconciler
+from services.snapshot.core.plan import SnapshotSettings, plan_snapshot
+from services.snapshot.worker import snapshot_worker, wakes
 from tests.unit.snapshot.world import (
     NAME,
     NOW,
@@ -94,15 +97,20 @@ def test_it_follows_the_pods_it_may_commit_and_the_commit_pods() -> None:
     assert set(definition.watched_kinds) == {"SandboxSnapshot", "BatchSandbox", "Pod", "Job"}
 
 
+def settings_of(reconciler: Reconciler[Any]) -> SnapshotSettings:
+    """The settings the reconciler's observe hands its planner."""
+    return reconciler.observe(SNAPSHOT_KEY, Observed(cache=ObjectCache())).settings
+
+
 def test_the_reconciler_plans_with_its_settings() -> None:
     """The worker's one reconciler is the SandboxSnapshot's, with the settings given (none:
     no registry), observing through its cache and planning with ``plan_snapshot``."""
     (reconciler,) = snapshot_worker(SETTINGS).reconcilers
-    assert isinstance(reconciler, SnapshotReconciler)
+    assert reconciler.plan is plan_snapshot
     assert reconciler.kind == "SandboxSnapshot"
-    assert reconciler.settings == SETTINGS
+    assert settings_of(reconciler) == SETTINGS
     (default,) = snapshot_worker().reconcilers
-    assert isinstance(default, SnapshotReconciler) and default.settings == SnapshotSettings()
+    assert default.plan is plan_snapshot and settings_of(default) == SnapshotSettings()
     cache = cache_of(snapshot(status=committing()), job(state="failed"))
     result = reconciler.plan(reconciler.observe(SNAPSHOT_KEY, Observed(cache=cache)), NOW)
     assert [b["metadata"]["name"] for b in creates(result)] == [f"{SNAP}-unpause"]

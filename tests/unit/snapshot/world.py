@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from api.objects import Json, metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ALLOC_RELEASED,
@@ -28,7 +29,8 @@ from api.opensandbox import (
     LABEL_PRIVILEGED_NODE_ACCESS,
     LABEL_SANDBOX_SNAPSHOT_NAME,
 )
-from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
+from events.envelope import ObjectKey
+from services.runtime.cache import ObjectCache
 from services.runtime.reconcile.actions import Create, Delete, Patch, Plan
 from services.snapshot.core.plan import (
     SnapshotObservation,
@@ -36,6 +38,8 @@ from services.snapshot.core.plan import (
     observe_snapshot,
     plan_snapshot,
 )
+from tests.support.plans import actions_of
+from tests.support.samples import stamp
 
 NS = "default"
 NOW = datetime(2026, 6, 12, 9, 30, 0, tzinfo=UTC)
@@ -51,10 +55,6 @@ SETTINGS = SnapshotSettings(registry=REGISTRY)
 JOB_UID = "uid-snap-1-commit"
 COMMITTER = "/usr/local/bin/image-committer"
 JOB_FAILED_MESSAGE = "Job has reached the specified backoff limit"
-
-
-def stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def owner_reference(obj: Mapping[str, Any], *, controller: bool = True) -> Json:
@@ -460,7 +460,7 @@ def plan(
 def creates(result: Plan, kind: str | None = None) -> list[Json]:
     return [
         a.body
-        for a in result.actions
+        for a in actions_of(result)
         if isinstance(a, Create) and (kind is None or a.body.get("kind") == kind)
     ]
 
@@ -471,7 +471,7 @@ def created_job(result: Plan, name: str = f"{SNAP}-commit") -> Json:
 
 
 def status_patch(result: Plan) -> Json | None:
-    patches = [a for a in result.actions if isinstance(a, Patch) and a.subresource == "status"]
+    patches = [a for a in actions_of(result) if isinstance(a, Patch) and a.subresource == "status"]
     assert len(patches) <= 1
     if not patches:
         return None
@@ -482,11 +482,11 @@ def status_patch(result: Plan) -> Json | None:
 
 
 def metadata_patches(result: Plan) -> list[Patch]:
-    return [a for a in result.actions if isinstance(a, Patch) and a.subresource is None]
+    return [a for a in actions_of(result) if isinstance(a, Patch) and a.subresource is None]
 
 
 def deletes(result: Plan) -> list[Delete]:
-    return [a for a in result.actions if isinstance(a, Delete)]
+    return [a for a in actions_of(result) if isinstance(a, Delete)]
 
 
 def conditions_of(status: Json | None) -> dict[str, tuple[str, str, str]]:

@@ -1,5 +1,5 @@
 """The executor's decisions over its tasks (services/taskexecutor/core/plan.py), case for case
-as upstream's te/manager/task_manager_test.go covers the task manager (spec/opensandbox.md
+as upstream's te/manager/task_manager_test.go covers the task manager (docs/opensandbox.md
 §7.3): create, duplicate, max 1 active, delete, sync, the recovery drop and keep rules, async
 stop, timeout handling and terminal states. Get and list, which only read the table, are
 covered through the shell in test_executor.py."""

@@ -1,4 +1,4 @@
-"""The API rendering (services/taskexecutor/core/render.py, spec/opensandbox.md §5 "API
+"""The API rendering (services/taskexecutor/core/render.py, docs/opensandbox.md §5 "API
 rendering"; upstream's handler_test.go "Timeout → 137"): each state as a container state, the
 Pod status of container tasks, ``lifecycleStatus``, and Go's timestamps."""
 

@@ -1,4 +1,4 @@
-"""The state machine (services/taskexecutor/core/state.py, spec/opensandbox.md §5 "state
+"""The state machine (services/taskexecutor/core/state.py, docs/opensandbox.md §5 "state
 machine"), from (files, alive, now): upstream's process_test.go cases (a short-lived task, a
 failing one, a timeout detected or not, a crashed supervisor) read off the directory, and the
 additions: a timeout survives the stop, a failed preStart hook is the reason, the process's

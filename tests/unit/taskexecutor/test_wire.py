@@ -1,4 +1,4 @@
-"""The task executor's wire (services/taskexecutor/core/wire.py, spec/opensandbox.md §5 "wire
+"""The task executor's wire (services/taskexecutor/core/wire.py, docs/opensandbox.md §5 "wire
 type"): what upstream's controller and sandbus's send is decoded, unknown fields ignored; bad
 JSON, a bad shape and tasks that cannot run are refused with a message that says where; the
 report is camelCase, never carries ``deletionTimestamp``, and always carries an exit code.

@@ -1,5 +1,5 @@
 """Pool auto-assign: the Pool a BatchSandbox with ``spec.poolRef: "*"`` gets its pods from
-(spec/opensandbox.md §2.12; upstream Go package ``assign`` in
+(docs/opensandbox.md §2.12; upstream Go package ``assign`` in
 kubernetes/internal/controller/poolassign/).
 
 A :class:`Profile` names predicates and weighted scorers. Every candidate Pool goes through the
@@ -41,20 +41,20 @@ so a profile that exists always runs, and a loader of configured profiles can fa
 default at load time.
 
 :func:`is_pooled` holds for ``"*"`` too, with or without a template. Upstream's Pool then skips a
-sandbox that has a template, so ``"*"`` with a template hangs at zero pods (spec §2.12, last
-paragraph); sandbus's Pool serves it, because its ``poolRef`` says it is pooled.
+sandbox that has a template, so ``"*"`` with a template hangs at zero pods (docs/opensandbox.md
+§2.12, last paragraph); sandbus's Pool serves it, because its ``poolRef`` says it is pooled.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal
+from decimal import Decimal
 from typing import Any, Final, Literal, TypeAlias
 
-from services.runtime.cache import labels_of, metadata_of
+from api.objects import labels_of, metadata_of
+from api.quantity import QUANTITY_ARITHMETIC, QuantityError, parse_quantity
 
 __all__ = [
     "AUTO_ASSIGN",
@@ -67,14 +67,12 @@ __all__ = [
     "PoolAssigned",
     "PredicateSpec",
     "Profile",
-    "QuantityError",
     "ScorerSpec",
     "choose_pool",
     "image_misfit",
     "is_pooled",
     "labelselector_misfit",
     "nodeselector_misfit",
-    "parse_quantity",
     "resbalance_score",
     "resource_misfit",
     "wants_auto_assign",
@@ -93,10 +91,6 @@ stays readable (and far below the API's 32 KiB) in a namespace with hundreds of 
 
 class InvalidProfileError(ValueError):
     """A profile that cannot run: a resbalance scorer with an unknown strategy."""
-
-
-class QuantityError(ValueError):
-    """A value that is not a Kubernetes resource quantity."""
 
 
 # --- profiles ------------------------------------------------------------------------------------
@@ -376,54 +370,6 @@ def _failure(namespace: str, rejected: list[tuple[str, str]]) -> PoolAssignFaile
 
 # --- quantities ----------------------------------------------------------------------------------
 
-_QUANTITY: Final = re.compile(
-    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE]?)"
-)
-_BINARY_EXPONENTS: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL_EXPONENTS: Final = {
-    "n": -9,
-    "u": -6,
-    "m": -3,
-    "": 0,
-    "k": 3,
-    "M": 6,
-    "G": 9,
-    "T": 12,
-    "P": 15,
-    "E": 18,
-}
-_ARITHMETIC: Final = Context(prec=64, Emax=MAX_EMAX, Emin=MIN_EMIN)
-"""Exact for every quantity a request can hold, and passed explicitly, so that no thread's
-decimal context changes a result."""
-
-
-def parse_quantity(value: object) -> Decimal:
-    """The amount a Kubernetes quantity stands for, in base units: ``"500m"`` → 0.5,
-    ``"1Gi"`` → 1073741824, ``"129e6"`` → 129000000. A JSON number is taken as it is (an
-    embedded template keeps ``cpu: 1`` as a number). Anything else raises
-    :class:`QuantityError`."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise QuantityError(f"{value!r} is not a quantity")
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise QuantityError(f"{value!r} is not a quantity")
-        return Decimal(repr(value))
-    match = _QUANTITY.fullmatch(value.strip())
-    if match is None:
-        raise QuantityError(f"{value!r} is not a quantity")
-    number, suffix = Decimal(match["number"]), match["suffix"]
-    try:
-        if suffix in _BINARY_EXPONENTS:
-            return _ARITHMETIC.multiply(number, Decimal(2 ** _BINARY_EXPONENTS[suffix]))
-        if suffix in _DECIMAL_EXPONENTS:
-            return number.scaleb(_DECIMAL_EXPONENTS[suffix], _ARITHMETIC)
-        return number.scaleb(int(suffix[1:]), _ARITHMETIC)
-    except (ArithmeticError, ValueError):  # an exponent out of any range
-        raise QuantityError(f"{value!r} is not a quantity") from None
-
 
 def _requests(template: Mapping[str, Any], whose: str) -> dict[str, Decimal]:
     """The requests of ``template``'s containers, summed per resource name."""
@@ -438,12 +384,12 @@ def _requests(template: Mapping[str, Any], whose: str) -> dict[str, Decimal]:
                 raise QuantityError(
                     f"{whose} container {name} requests {resource} {raw!r}, which is not a quantity"
                 ) from None
-            sums[resource] = _ARITHMETIC.add(sums.get(resource, Decimal(0)), amount)
+            sums[resource] = QUANTITY_ARITHMETIC.add(sums.get(resource, Decimal(0)), amount)
     return sums
 
 
 def _show(amount: Decimal) -> str:
-    return format(amount.normalize(_ARITHMETIC), "f")
+    return format(amount.normalize(QUANTITY_ARITHMETIC), "f")
 
 
 # --- reading the objects -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Pause and resume of a BatchSandbox (spec/opensandbox.md §3.10, and the traps of §9.18-9.20).
+"""Pause and resume of a BatchSandbox (docs/opensandbox.md §3.10, and the traps of §9.18-9.20).
 
 ``spec.pause: true`` asks for a pause: the sandbox's one Pod is committed to images by its
 pause snapshot ``<sandbox>-pause`` (a SandboxSnapshot the sandbox controls, which the snapshot
@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from api.objects import Json, controller_of, metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     FINALIZER_POOL_ALLOCATION,
@@ -57,8 +58,8 @@ from api.opensandbox import (
     LABEL_POOL_REVISION,
     VERSION,
 )
-from services.pool.core.opensandbox.scaling import is_pod_ready
-from services.runtime.cache import Json, ObjectKey, controller_of, metadata_of
+from events.envelope import ObjectKey
+from services.domain.opensandbox.pods import is_pod_ready
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch
 
 __all__ = ["PauseStep", "pause_snapshot_name", "pause_step"]

@@ -1,4 +1,4 @@
-"""``plan_batch``: one pass of an OpenSandbox BatchSandbox (spec/opensandbox.md §3), in upstream's
+"""``plan_batch``: one pass of an OpenSandbox BatchSandbox (docs/opensandbox.md §3), in upstream's
 order: expiry, auto-assign, deletion, the Pods (created here in template mode; given by the
 Pool in pooled mode), then the endpoints annotation and the status.
 
@@ -25,7 +25,7 @@ scale-in, as upstream. Where this differs from upstream, on purpose:
 
 Pooled mode: the Pool gives the Pods and writes ``alloc-status``; this side reads it (its Pods
 in that order, without those ``alloc-release`` asks back). Beyond upstream it reports, as
-conditions, what upstream leaves silent (spec §9.7, §9.14, §9.4, §2.12):
+conditions, what upstream leaves silent (docs/opensandbox.md §9.7, §9.14, §9.4, §2.12):
 
 - ``PoolCapacityExhausted`` while the sandbox is short, its Pool is at poolMax and has fewer
   free Pods than it lacks; cleared when the Pods come. Short counts as sandbus's Pool does: a
@@ -67,6 +67,7 @@ from typing import Any, Final
 
 import msgspec
 
+from api.objects import Json, labels_of, metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ALLOC_RELEASED,
@@ -81,6 +82,7 @@ from api.opensandbox import (
 )
 from api.patching.errors import PatchError
 from api.patching.strategic import strategic_merge_patch
+from events.envelope import ObjectKey
 from services.claim.core.batch.assign import PoolAssigned, choose_pool, wants_auto_assign
 from services.claim.core.batch.pause import PauseStep, pause_snapshot_name, pause_step
 from services.claim.core.batch.tasks import (
@@ -90,9 +92,9 @@ from services.claim.core.batch.tasks import (
     plan_tasks,
     tasks_running,
 )
-from services.pool.core.opensandbox.ledger import parse_pod_list
-from services.pool.core.opensandbox.scaling import is_pod_ready
-from services.runtime.cache import Json, ObjectCache, ObjectKey, labels_of, metadata_of
+from services.domain.opensandbox.allocation import parse_pod_list
+from services.domain.opensandbox.pods import is_pod_ready
+from services.runtime.cache import ObjectCache
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Together
 from services.runtime.reconcile.expectations import Expectations
 from services.runtime.times import parse_time, rfc3339_nano

@@ -1,4 +1,4 @@
-"""The tasks of a BatchSandbox (spec/opensandbox.md §3.5, §5, and the traps of §9.23, §9.25).
+"""The tasks of a BatchSandbox (docs/opensandbox.md §3.5, §5, and the traps of §9.23, §9.25).
 
 With a ``taskTemplate``, every replica ``i`` runs one task ``<name>-<i>``: the template, with
 ``shardTaskPatches[i]`` applied as a JSON merge patch whose lists replace (``env`` is replaced,
@@ -41,8 +41,9 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from services.runtime.cache import Json, ObjectKey, metadata_of
-from services.runtime.reconcile.actions import apply_merge_patch
+from api.objects import Json, metadata_of
+from api.patching.merge import apply_merge_patch
+from events.envelope import ObjectKey
 
 __all__ = [
     "EXECUTOR_PORT",

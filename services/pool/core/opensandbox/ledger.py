@@ -1,5 +1,5 @@
 """The allocation ledger of an OpenSandbox Pool: which of its Pods each BatchSandbox holds, kept on
-the bus as the Pool's memo (spec/opensandbox.md §2.3-2.5, and the traps of §9.1-9.4, 9.13-9.14).
+the bus as the Pool's memo (docs/opensandbox.md §2.3-2.5, and the traps of §9.1-9.4, 9.13-9.14).
 
 Upstream keeps this in the controller's memory and rebuilds it on start from the BatchSandboxes'
 ``alloc-status``/``alloc-released`` annotations, in list order, so a Pod moved from one sandbox
@@ -41,30 +41,28 @@ parse is left out of that recovery: what it holds cannot be known until they are
 
 from __future__ import annotations
 
-import json
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 
+from api.objects import Json, metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ALLOC_RELEASED,
     ANNOTATION_ALLOC_STATUS,
 )
-from services.runtime.cache import Json, metadata_of
+from services.domain.opensandbox.allocation import (
+    MalformedAnnotation,
+    parse_pod_list,
+)
 from services.runtime.times import parse_time
 
 __all__ = [
     "Holding",
-    "MalformedAnnotation",
     "PoolLedger",
     "SandboxView",
-    "appended",
     "pack",
-    "parse_pod_list",
-    "pod_list_annotation",
     "recover_ledger",
     "sandbox_view",
 ]
@@ -94,27 +92,6 @@ class PoolLedger(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
 
     def held_by(self, uid: str) -> list[str]:
         return sorted(pod for pod, holding in self.pods.items() if holding.uid == uid)
-
-
-class MalformedAnnotation(ValueError):
-    """An allocation annotation that is not ``{"pods": [names...]}``."""
-
-
-def parse_pod_list(annotations: Mapping[str, Any], key: str) -> list[str]:
-    """The Pod names of one of the allocation annotations (absent: none)."""
-    text = annotations.get(key)
-    if text is None or text == "":
-        return []
-    try:
-        data = json.loads(str(text))
-    except json.JSONDecodeError as error:
-        raise MalformedAnnotation(f"annotation {key} is not JSON: {error}") from error
-    pods = data.get("pods") if isinstance(data, dict) else None
-    if pods is None and isinstance(data, dict):
-        return []
-    if not isinstance(pods, list) or not all(isinstance(p, str) and p for p in pods):
-        raise MalformedAnnotation(f'annotation {key} is not {{"pods": [names...]}}: {text}')
-    return list(pods)
 
 
 @dataclass(frozen=True)
@@ -212,20 +189,3 @@ def pack(
             left = [pod for pod in left if pod not in chosen]
         short += need - len(taken)
     return given, short
-
-
-def appended(current: Sequence[str], more: Iterable[str]) -> list[str]:
-    """``current`` with the names of ``more`` it lacks appended, in order (the annotation lists
-    only grow, and keep the index order a sandbox's Pods were given in)."""
-    out = list(current)
-    seen = set(out)
-    for name in more:
-        if name not in seen:
-            out.append(name)
-            seen.add(name)
-    return out
-
-
-def pod_list_annotation(pods: Sequence[str]) -> str:
-    """The annotation text upstream writes: ``{"pods":[...]}``, compact."""
-    return json.dumps({"pods": list(pods)}, separators=(",", ":"))

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import msgspec
 
+from api.objects import Json, metadata_of
+from events.envelope import ObjectKey
 from services.pool.core.opensandbox.ledger import PoolLedger
-from services.runtime.cache import Json, ObjectCache, ObjectKey, metadata_of
+from services.runtime.cache import ObjectCache
 from services.runtime.reconcile.expectations import Expectations
 
 __all__ = ["OpenPoolObservation", "observe_open_pool", "pool_ref"]

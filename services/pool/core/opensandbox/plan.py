@@ -1,4 +1,4 @@
-"""``plan_open_pool``: one pass of an OpenSandbox Pool (spec/opensandbox.md §2.2), in upstream's
+"""``plan_open_pool``: one pass of an OpenSandbox Pool (docs/opensandbox.md §2.2), in upstream's
 order: eviction, allocation and release (the ledger, :mod:`.ledger`), the template update, the
 scale, the status.
 
@@ -45,6 +45,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from api.objects import Json, labels_of, metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASED,
     ANNOTATION_ALLOC_STATUS,
@@ -54,14 +55,15 @@ from api.opensandbox import (
     LABEL_POOL_REVISION,
     VERSION,
 )
-from services.pool.core.hashes import open_pool_revision
+from events.envelope import ObjectKey
+from services.domain.agentsandbox.hashes import open_pool_revision
+from services.domain.opensandbox.allocation import appended, pod_list_annotation
+from services.domain.opensandbox.pods import is_pod_ready
 from services.pool.core.opensandbox.ledger import (
     Holding,
     PoolLedger,
     SandboxView,
-    appended,
     pack,
-    pod_list_annotation,
     recover_ledger,
     sandbox_view,
 )
@@ -71,7 +73,6 @@ from services.pool.core.opensandbox.scaling import (
     Capacity,
     desired_schedulable,
     evict,
-    is_pod_ready,
     max_unavailable_problem,
     needs_eviction,
     oldest_first,
@@ -79,7 +80,6 @@ from services.pool.core.opensandbox.scaling import (
     ready_since,
     scale_up,
 )
-from services.runtime.cache import Json, ObjectKey, labels_of, metadata_of
 from services.runtime.reconcile.actions import (
     Action,
     Create,
@@ -113,8 +113,8 @@ it sooner, and this bounds the wait for a create whose answer was lost (it lapse
 def template_revision(pool: Mapping[str, Any]) -> str:
     """The Pool template's revision, as upstream's Go controller computes it (16 hex characters
     of the SHA-256 of ``json.Marshal(pool.Spec.Template)``,
-    :func:`~services.pool.core.hashes.open_pool_revision`): a Pool taken over from upstream's
-    controller keeps its idle Pods."""
+    :func:`~services.domain.agentsandbox.hashes.open_pool_revision`): a Pool taken over from
+    upstream's controller keeps its idle Pods."""
     template = (pool.get("spec") or {}).get("template")
     return open_pool_revision(template if isinstance(template, Mapping) else None)
 

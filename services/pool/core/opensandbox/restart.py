@@ -1,5 +1,5 @@
 """The Pool's ``Restart`` recycle strategy as one pure step: :func:`decide_restart`
-(spec/opensandbox.md §2.5; upstream ``defaultRestartHandler.TryRestart`` in
+(docs/opensandbox.md §2.5; upstream ``defaultRestartHandler.TryRestart`` in
 ``recycle/restart/restart_default.go`` and ``RestartRecycler`` in ``recycle/restart.go``).
 
 A Pod its sandbox gave back is restarted in place instead of replaced: the restart command

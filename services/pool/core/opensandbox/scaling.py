@@ -1,4 +1,4 @@
-"""How an OpenSandbox Pool sizes itself (spec/opensandbox.md §2.6, §2.7, §2.9): the buffer band,
+"""How an OpenSandbox Pool sizes itself (docs/opensandbox.md §2.6, §2.7, §2.9): the buffer band,
 poolMin/poolMax, the maxUnavailable pacing of scale-up and of template updates, the order in
 which Pods go, and eviction.
 
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from api.objects import Json, condition_of, labels_of, metadata_of
 from api.opensandbox import LABEL_EVICT, LABEL_POOL_REVISION
-from services.runtime.cache import Json, labels_of, metadata_of
+from services.domain.opensandbox.pods import is_pod_ready
 from services.runtime.times import parse_time
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "deletion_order",
     "desired_schedulable",
     "evict",
-    "is_pod_ready",
     "max_unavailable_problem",
     "needs_eviction",
     "oldest_first",
@@ -74,17 +74,6 @@ def max_unavailable_problem(value: Any) -> str | None:
     if _amount(value, 0) is not None:
         return None
     return f"maxUnavailable {value!r} is neither an integer nor a percentage: 1 is used"
-
-
-def is_pod_ready(pod: Mapping[str, Any]) -> bool:
-    """Running with the Ready condition True: what a sandbox can be handed."""
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
 
 
 def needs_eviction(pod: Mapping[str, Any]) -> bool:
@@ -166,10 +155,10 @@ _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
 
 def ready_since(pod: Mapping[str, Any]) -> datetime | None:
     """When a Pod's Ready condition last became True (None: it is not True, or has no time)."""
-    for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Ready" and condition.get("status") == "True":
-            return parse_time(condition.get("lastTransitionTime"))
-    return None
+    ready = condition_of(pod, "Ready")
+    if ready is None or ready.get("status") != "True":
+        return None
+    return parse_time(ready.get("lastTransitionTime"))
 
 
 def _restarts(pod: Mapping[str, Any]) -> int:

@@ -1,6 +1,6 @@
 """Pool auto-assign (services/claim/core/batch/assign.py): one test per upstream test of
 kubernetes/internal/controller/poolassign/ and of strategy/pool_strategy_test.go
-(spec/opensandbox.md §7.1), each naming the one it mirrors, then what upstream leaves out: the
+(docs/opensandbox.md §7.1), each naming the one it mirrors, then what upstream leaves out: the
 failure's reason, Pools being deleted, and quantities written every way, malformed ones too."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from api.objects import Json
+from api.quantity import QuantityError, parse_quantity
 from services.claim.core.batch.assign import (
     DEFAULT_PROFILE,
     LEAST_ALLOCATED,
@@ -21,19 +23,16 @@ from services.claim.core.batch.assign import (
     PoolAssignFailed,
     PredicateSpec,
     Profile,
-    QuantityError,
     ScorerSpec,
     choose_pool,
     image_misfit,
     is_pooled,
     labelselector_misfit,
     nodeselector_misfit,
-    parse_quantity,
     resbalance_score,
     resource_misfit,
     wants_auto_assign,
 )
-from services.runtime.cache import Json
 
 NS = "team-a"
 

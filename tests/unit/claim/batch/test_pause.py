@@ -1,5 +1,5 @@
 """Pause and resume of a BatchSandbox (services/claim/core/batch/pause.py, through plan_batch): one
-test per upstream test of batchsandbox_pause_resume_test.go (spec/opensandbox.md §7.1), each
+test per upstream test of batchsandbox_pause_resume_test.go (docs/opensandbox.md §7.1), each
 naming the one it mirrors, then what sandbus does otherwise on purpose: a spec change that does
 not change the intent changes nothing (§9.18), a failed pause is retried only when asked again,
 and a pause asked of a sandbox still starting waits for it to run. The last tests go the whole
@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from api.objects import Json
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ENDPOINTS,
@@ -23,8 +24,8 @@ from api.opensandbox import (
     LABEL_POOL_REVISION,
 )
 from services.claim.core.batch.pause import pause_snapshot_name
-from services.runtime.cache import Json
 from services.runtime.reconcile.actions import Create, Delete, Patch, Plan
+from tests.support.plans import actions_of
 from tests.unit.claim.batch.world import (
     NAME,
     NOW,
@@ -171,14 +172,14 @@ def snapshot_creates(result: Plan) -> list[Json]:
 def spec_patches(result: Plan) -> list[Json]:
     return [
         a.patch
-        for a in result.actions
+        for a in actions_of(result)
         if isinstance(a, Patch) and a.subresource is None and "spec" in a.patch
     ]
 
 
 def deletes(result: Plan, kind: str) -> list[str]:
     return [
-        a.target.name for a in result.actions if isinstance(a, Delete) and a.target.kind == kind
+        a.target.name for a in actions_of(result) if isinstance(a, Delete) and a.target.kind == kind
     ]
 
 

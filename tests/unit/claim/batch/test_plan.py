@@ -1,5 +1,5 @@
 """The BatchSandbox planner (services/claim/core/batch/plan.py): one test per upstream test of
-batchsandbox_controller_test.go that involves neither tasks nor pause (spec/opensandbox.md
+batchsandbox_controller_test.go that involves neither tasks nor pause (docs/opensandbox.md
 §7.1, and the envtest rows of §7.2 as passes against a fake API server), each naming the one
 it mirrors, then what sandbus adds or does otherwise on purpose: the PoolCapacityExhausted,
 PoolAssignFailed and AllocationRefused conditions, the pool-allocation finalizer of a sandbox
@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from api.objects import Json
 from api.opensandbox import (
     ANNOTATION_ALLOC_STATUS,
     ANNOTATION_ENDPOINTS,
@@ -22,15 +23,16 @@ from api.opensandbox import (
     LABEL_BATCH_SANDBOX_NAME,
     LABEL_POD_INDEX,
 )
+from events.envelope import ObjectKey
 from services.claim.core.batch.plan import (
     ASSIGN_RETRY,
     EXPECTATIONS_RECHECK,
     TAKEN_RECHECK,
     pod_index,
 )
-from services.runtime.cache import Json, ObjectKey
 from services.runtime.reconcile.actions import Create, Delete, Patch
 from services.runtime.reconcile.expectations import Expectations, Expected
+from tests.support.plans import actions_of
 from tests.unit.claim.batch.world import (
     CREATING,
     NAME,
@@ -359,7 +361,7 @@ def test_scale_in_removes_nothing() -> None:
     keeps counting all of them)."""
     sandbox = batch_sandbox(replicas=1, status=ready_status(3))
     result = plan(sandbox, *pods_of(sandbox, 3))
-    assert not any(isinstance(a, Delete | Create) for a in result.actions)
+    assert not any(isinstance(a, Delete | Create) for a in actions_of(result))
     assert status_patch(result) is None
 
 
@@ -461,7 +463,7 @@ def test_the_decision_names_the_pods_and_their_pool() -> None:
 
 
 def test_pool_capacity_exhausted_while_short_at_pool_max_and_cleared_when_the_pods_come() -> None:
-    """§2.10, seeds: while the sandbox is short and its Pool is at poolMax with no free Pod,
+    """§2.10: while the sandbox is short and its Pool is at poolMax with no free Pod,
     PoolCapacityExhausted says so (its first status is written for it, Pod or not); once the
     Pods come it is gone, and the time of the Ready condition is the pass's."""
     the_pool = pool(pool_max=3, total=3, allocated=3, available=0)
@@ -701,10 +703,10 @@ def test_expire_time_in_the_future_requeues_at_the_expiry() -> None:
     now has not passed yet (the comparison is strict)."""
     sandbox = batch_sandbox(expire=NOW + timedelta(minutes=2), status=ready_status(3))
     result = plan(sandbox, *pods_of(sandbox))
-    assert not any(isinstance(a, Delete) for a in result.actions)
+    assert not any(isinstance(a, Delete) for a in actions_of(result))
     assert result.requeue_after == 120.0
     at_now = plan(batch_sandbox(expire=NOW))
-    assert not any(isinstance(a, Delete) for a in at_now.actions)
+    assert not any(isinstance(a, Delete) for a in actions_of(at_now))
     assert at_now.requeue_after == 0.0
 
 
@@ -741,8 +743,8 @@ def test_every_status_write_carries_the_required_counters() -> None:
 
 def test_the_status_patch_is_conditional_and_replans_on_conflict() -> None:
     sandbox = batch_sandbox(replicas=1)
-    actions = plan(sandbox, pod("bs-0", owner=sandbox)).actions
-    [patch] = [a for a in actions if isinstance(a, Patch) and a.subresource == "status"]
+    actions = actions_of(plan(sandbox, pod("bs-0", owner=sandbox)), Patch)
+    [patch] = [a for a in actions if a.subresource == "status"]
     assert (patch.conditional, patch.on_conflict) == (True, "refresh")
 
 
@@ -760,7 +762,7 @@ def test_the_endpoints_first_write_waits_until_it_is_not_empty() -> None:
     )
     result = plan(was, pool(total=1), pod("pool-a-a", owner=pool()))
     assert endpoints_patch(result) == "[]"
-    [patch] = [a for a in result.actions if isinstance(a, Patch) and a.subresource is None]
+    [patch] = [a for a in actions_of(result) if isinstance(a, Patch) and a.subresource is None]
     assert patch.patch == {"metadata": {"annotations": {ANNOTATION_ENDPOINTS: "[]"}}}
 
 

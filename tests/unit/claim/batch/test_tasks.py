@@ -1,6 +1,6 @@
 """The tasks of a BatchSandbox (services/claim/core/batch/tasks.py, through plan_batch): one test
 per upstream test of the task strategy, the scheduler and the BatchSandbox controller's task
-paths (spec/opensandbox.md §7.1-7.3), each naming the one it mirrors, then what sandbus does
+paths (docs/opensandbox.md §7.1-7.3), each naming the one it mirrors, then what sandbus does
 otherwise on purpose: the assignment and the results kept in the memo, a task read by name, a
 finished task not sent again, and a task whose Pod is lost run again elsewhere."""
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
+from api.objects import Json
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     FINALIZER_POOL_ALLOCATION,
@@ -28,8 +29,8 @@ from services.claim.core.batch.tasks import (
     TaskTemplateError,
     build_tasks,
 )
-from services.runtime.cache import Json
-from services.runtime.reconcile.actions import Patch, Plan, Together
+from services.runtime.reconcile.actions import Patch, Plan
+from tests.support.plans import actions_of
 from tests.unit.claim.batch.world import (
     NAME,
     NOW,
@@ -96,11 +97,7 @@ def run(
 
 
 def syncs(result: Plan) -> list[SyncTasks]:
-    found: list[SyncTasks] = []
-    for action in result.actions:
-        group = action.actions if isinstance(action, Together) else (action,)
-        found += [a for a in group if isinstance(a, SyncTasks)]
-    return found
+    return actions_of(result, SyncTasks)
 
 
 def own_pods(sandbox: Json, count: int) -> list[Json]:
@@ -290,7 +287,7 @@ def test_a_succeeded_task_under_release_gives_its_pod_back() -> None:
     emptied = TaskReport(pod="pool-a-x", ip="10.0.0.7", at=NOW, reachable=True)
     released = run(sandbox, given, pool(), task_memo=succeeded.memo, reports={"pool-a-x": emptied})
     assert released.memo.tasks[f"{NAME}-0"].released
-    patches = [a for a in released.actions if isinstance(a, Patch) and a.subresource is None]
+    patches = [a for a in actions_of(released) if isinstance(a, Patch) and a.subresource is None]
     asked = [
         p.patch["metadata"]["annotations"][ANNOTATION_ALLOC_RELEASE]
         for p in patches
@@ -334,7 +331,7 @@ def test_the_task_cleanup_finalizer_is_added() -> None:
     sandbox = with_tasks(1)
     sandbox["metadata"]["finalizers"] = []
     patches = [
-        a.patch for a in run(sandbox).actions if isinstance(a, Patch) and a.subresource is None
+        a.patch for a in actions_of(run(sandbox)) if isinstance(a, Patch) and a.subresource is None
     ]
     assert {"metadata": {"finalizers": [FINALIZER_TASK_CLEANUP], "resourceVersion": "5"}} in patches
 
@@ -349,11 +346,11 @@ def test_deletion_stops_every_task_before_the_finalizer_goes() -> None:
     stopping = run(sandbox, *pods, task_memo=state)
     assert [(s.pod, s.desired) for s in syncs(stopping)] == [(f"{NAME}-0", ())]
     assert status_patch(stopping) is None
-    assert not any(isinstance(a, Patch) for a in stopping.actions)
+    assert not any(isinstance(a, Patch) for a in actions_of(stopping))
     stopped = run(
         sandbox, *pods, task_memo=stopping.memo, reports={f"{NAME}-0": report(f"{NAME}-0")}
     )
-    [patch] = [a for a in stopped.actions if isinstance(a, Patch)]
+    [patch] = [a for a in actions_of(stopped) if isinstance(a, Patch)]
     assert patch.patch["metadata"]["finalizers"] == []
 
 
@@ -361,7 +358,7 @@ def test_deletion_with_pending_tasks_completes() -> None:
     """envtest :578 delete with pending tasks: tasks that never had a Pod hold nothing up."""
     sandbox = with_tasks(2, deleting=True)
     result = run(sandbox, task_memo=memo(bs_0=TaskRecord(), bs_1=TaskRecord()))
-    [patch] = [a for a in result.actions if isinstance(a, Patch)]
+    [patch] = [a for a in actions_of(result) if isinstance(a, Patch)]
     assert patch.patch["metadata"]["finalizers"] == []
 
 
@@ -376,7 +373,7 @@ def test_deletion_counts_an_unreachable_executor_as_stopped() -> None:
         task_memo=stopping,
         reports={f"{NAME}-0": report(f"{NAME}-0", reachable=False)},
     )
-    [patch] = [a for a in result.actions if isinstance(a, Patch)]
+    [patch] = [a for a in actions_of(result) if isinstance(a, Patch)]
     assert FINALIZER_TASK_CLEANUP not in patch.patch["metadata"]["finalizers"]
     assert FINALIZER_POOL_ALLOCATION not in patch.patch["metadata"]["finalizers"]
 
@@ -410,7 +407,9 @@ def test_a_pause_waits_for_its_tasks_to_stop_before_the_snapshot() -> None:
     running_task = memo(bs_0=TaskRecord(pod=f"{NAME}-0", state="Running"))
     asked = run(sandbox, *pods, task_memo=running_task)
     assert status_patch(asked)["phase"] == "Pausing"  # type: ignore[index]
-    assert not [a for a in asked.actions if getattr(a, "body", {}).get("kind") == "SandboxSnapshot"]
+    assert not [
+        a for a in actions_of(asked) if getattr(a, "body", {}).get("kind") == "SandboxSnapshot"
+    ]
     sandbox["status"]["phase"] = "Pausing"
     stopping = run(sandbox, *pods, task_memo=running_task)
     assert [(s.pod, s.desired) for s in syncs(stopping)] == [(f"{NAME}-0", ())]
@@ -421,7 +420,9 @@ def test_a_pause_waits_for_its_tasks_to_stop_before_the_snapshot() -> None:
         r.pod and not r.released for r in stopped.memo.tasks.values()
     )
     created = run(sandbox, *pods, task_memo=stopped.memo)
-    assert [a.body["kind"] for a in created.actions if hasattr(a, "body")] == ["SandboxSnapshot"]
+    assert [a.body["kind"] for a in actions_of(created) if hasattr(a, "body")] == [
+        "SandboxSnapshot"
+    ]
 
 
 def test_the_decision_says_each_assignment_and_change() -> None:

@@ -1,15 +1,17 @@
 """Which BatchSandbox a change wakes in the claim worker (services/claim/worker.py): itself,
 the Pods it controls, the Pods a Pool gave it (by its ``alloc-status``), and its Pool, which
 wakes those naming it and those waiting for a ``"*"``. Upstream's Pool-owned Pods wake no
-BatchSandbox at all (spec/opensandbox.md §3.1, §9.24); ours do, so a pooled sandbox's status
+BatchSandbox at all (docs/opensandbox.md §3.1, §9.24); ours do, so a pooled sandbox's status
 follows its Pods at once instead of on a timer."""
 
 from __future__ import annotations
 
 import copy
 
+from api.objects import Json
+from events.envelope import ObjectKey
 from services.claim.worker import ClaimWakes
-from services.runtime.cache import Json, ObjectCache, ObjectKey
+from services.runtime.cache import ObjectCache
 from tests.unit.claim.batch.world import NS, POOL, batch_sandbox, pod, pool
 
 

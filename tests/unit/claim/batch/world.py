@@ -22,13 +22,13 @@ carries out plans as the worker shell and the real server would, for the multi-p
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from api.objects import Json, controller_of, metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ALLOC_RELEASED,
@@ -39,11 +39,15 @@ from api.opensandbox import (
     LABEL_POD_INDEX,
     LABEL_POOL_NAME,
 )
+from events.envelope import ObjectKey, key_of
 from services.claim.core.batch.plan import BatchObservation, observe_batch, plan_batch
-from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of, metadata_of
+from services.runtime.cache import ObjectCache
+from services.runtime.kube import KubeError
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan
 from services.runtime.reconcile.expectations import Expectations
-from tests.unit.runtime.test_reconcile_actions import apply_merge_patch
+from tests.support.fakeapi import FakeApiServer
+from tests.support.plans import actions_of
+from tests.support.samples import stamp
 
 NS = "default"
 NOW = datetime(2026, 6, 12, 9, 30, 0, tzinfo=UTC)
@@ -51,10 +55,6 @@ NAME = "bs"
 UID = "uid-bs"
 POOL = "pool-a"
 API_VERSION = "sandbox.opensandbox.io/v1alpha1"
-
-
-def stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- builders -------------------------------------------------------------------------------
@@ -308,7 +308,7 @@ def plan(sandbox: Json | None, *objects: Json, now: datetime = NOW, **kwargs: An
 
 
 def creates(result: Plan) -> list[Json]:
-    return [a.body for a in result.actions if isinstance(a, Create)]
+    return [a.body for a in actions_of(result) if isinstance(a, Create)]
 
 
 def created_names(result: Plan) -> list[str]:
@@ -316,14 +316,14 @@ def created_names(result: Plan) -> list[str]:
 
 
 def status_patch(result: Plan) -> Json | None:
-    patches = [a for a in result.actions if isinstance(a, Patch) and a.subresource == "status"]
+    patches = [a for a in actions_of(result) if isinstance(a, Patch) and a.subresource == "status"]
     assert len(patches) <= 1
     return patches[0].patch["status"] if patches else None
 
 
 def endpoints_patch(result: Plan) -> str | None:
-    for action in result.actions:
-        if isinstance(action, Patch) and action.subresource is None:
+    for action in actions_of(result, Patch):
+        if action.subresource is None:
             annotations = (action.patch.get("metadata") or {}).get("annotations") or {}
             if ANNOTATION_ENDPOINTS in annotations:
                 return str(annotations[ANNOTATION_ENDPOINTS])
@@ -342,27 +342,25 @@ class Refused(Exception):
 
 
 @dataclass
-class Cluster:
-    objects: dict[ObjectKey, Json] = field(default_factory=dict)
-    versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
+class Cluster(FakeApiServer):
+    """The fake API server (:class:`~tests.support.fakeapi.FakeApiServer`) as these tests need
+    it (see the module's text): a change of ``spec`` bumps the generation, a deleted Pod or an
+    object with finalizers is terminating, an object goes once its last finalizer does, and
+    the Pods it controls go with it; a refused write is a :class:`Refused`."""
+
+    carries_out = (Create, Patch, Delete)
+    bumps_generation = True
     now: datetime = NOW
     log: list[str] = field(default_factory=list)
 
-    def add(self, *objects: Json) -> None:
-        for obj in objects:
-            self.objects[key_of(obj)] = copy.deepcopy(obj)
-
-    def get(self, kind: str, name: str) -> Json | None:
-        return self.objects.get(ObjectKey(kind, NS, name))
+    def new_uid(self, key: ObjectKey) -> str:
+        return f"uid-{key.name}-{next(self._versions)}"
 
     def pods(self) -> list[Json]:
         return sorted(
             (o for k, o in self.objects.items() if k.kind == "Pod"),
             key=lambda p: p["metadata"]["name"],
         )
-
-    def _bump(self, obj: Json) -> None:
-        obj["metadata"]["resourceVersion"] = str(next(self.versions))
 
     def observe(self, name: str = NAME, expectations: Expectations | None = None) -> Any:
         cache = ObjectCache()
@@ -397,52 +395,23 @@ class Cluster:
         raise AssertionError(f"no convergence in {passes} passes: {[p.reason for p in plans]}")
 
     def apply(self, action: Action, known: dict[ObjectKey, str]) -> None:
+        try:
+            self.write(action, known)
+        except KubeError as error:
+            raise Refused(str(error)) from None
         if isinstance(action, Create):
             key = key_of(action.body)
-            if key in self.objects:
-                raise Refused(f"{key.name} already exists")
-            body = copy.deepcopy(action.body)
-            body["metadata"]["uid"] = f"uid-{key.name}-{next(self.versions)}"
-            body["metadata"]["creationTimestamp"] = stamp(self.now)
-            self._bump(body)
-            self.objects[key] = body
-            known[key] = body["metadata"]["resourceVersion"]
             self.log.append(f"create {key.kind}/{key.name}")
         elif isinstance(action, Patch):
-            stored = self.objects.get(action.target)
-            if stored is None:
-                raise Refused(f"{action.target.name} not found")
-            version = str(stored["metadata"]["resourceVersion"])
-            wanted = (action.patch.get("metadata") or {}).get("resourceVersion")
-            if action.conditional:
-                wanted = known.get(action.target)
-            if wanted is not None and wanted != version:
-                raise Refused(f"conflict on {action.target.name}")
-            patch = copy.deepcopy(action.patch)
-            if action.subresource == "status":
-                patch = {"status": patch.get("status")}
-            (patch.get("metadata") or {}).pop("resourceVersion", None)
-            after = apply_merge_patch(stored, patch)
-            if after.get("spec") != stored.get("spec"):
-                after["metadata"]["generation"] = int(stored["metadata"].get("generation") or 0) + 1
-            if after != stored:
-                self._bump(after)
-                self.objects[action.target] = after
-                if not after["metadata"].get("finalizers") and after["metadata"].get(
-                    "deletionTimestamp"
-                ):
-                    self._remove(action.target)
-            known[action.target] = str(after["metadata"]["resourceVersion"])
             self.log.append(f"{action.verb} {action.target.kind}/{action.target.name}")
-        elif isinstance(action, Delete):
-            stored = self.objects.get(action.target)
-            if stored is None:
-                return
-            if action.uid is not None and stored["metadata"]["uid"] != action.uid:
-                raise Refused(f"uid of {action.target.name} changed")
-            self.delete(action.target.kind, action.target.name)
-        else:  # pragma: no cover - the planner makes no other action
-            raise AssertionError(f"unexpected action {action!r}")
+
+    def deleting(self, key: ObjectKey) -> None:
+        self.delete(key.kind, key.name)
+
+    def changed(self, key: ObjectKey) -> None:
+        meta = self.objects[key]["metadata"]
+        if not meta.get("finalizers") and meta.get("deletionTimestamp"):
+            self._remove(key)
 
     def delete(self, kind: str, name: str) -> None:
         key = ObjectKey(kind, NS, name)
@@ -451,7 +420,7 @@ class Cluster:
         if kind == "Pod" or stored["metadata"].get("finalizers"):
             # A Pod's kubelet ends it (terminate); any other object waits for its finalizers.
             stored["metadata"]["deletionTimestamp"] = stamp(self.now)
-            self._bump(stored)
+            self.bump(stored)
         else:
             self._remove(key)
 
@@ -484,7 +453,7 @@ class Cluster:
                 podIP=f"10.0.0.{index + 1}",
                 conditions=[{"type": "Ready", "status": "True"}],
             )
-            self._bump(obj)
+            self.bump(obj)
 
 
 def pool_allocation_finalized(sandbox: Json) -> bool:

@@ -1,6 +1,6 @@
 """The allocation ledger of an OpenSandbox Pool (services/pool/core/opensandbox/ledger.py), row
 by row of upstream's ``allocation_store_test.go`` and ``algorithm/packed_test.go``
-(spec/opensandbox.md §7.1), and the traps of §9.3 and §9.4 it is built to avoid.
+(docs/opensandbox.md §7.1), and the traps of §9.3 and §9.4 it is built to avoid.
 
 Upstream's store is an in-memory map with Get/Set/Update/Recover; ours is the Pool's memo, a
 value each pass returns and the next one reads. So the store's rows become statements about
@@ -17,17 +17,20 @@ import msgspec
 import pytest
 
 from api.opensandbox import ANNOTATION_ALLOC_RELEASE, ANNOTATION_ALLOC_STATUS
-from services.pool.core.opensandbox.ledger import (
-    Holding,
+from services.domain.opensandbox.allocation import (
     MalformedAnnotation,
-    PoolLedger,
     appended,
-    pack,
     parse_pod_list,
     pod_list_annotation,
+)
+from services.pool.core.opensandbox.ledger import (
+    Holding,
+    PoolLedger,
+    pack,
     recover_ledger,
     sandbox_view,
 )
+from tests.support.plans import actions_of
 from tests.unit.pool.opensandbox.world import (
     NOW,
     held,
@@ -307,7 +310,7 @@ def test_sandbox_deleted_pods_returned_to_pool(
     else:
         assert planned.memo.pods["pod1"].recycling and planned.memo.pods["pod2"].recycling
         assert not planned.memo.pods["pod3"].recycling
-    assert sorted(a.target.name for a in planned.actions if a.verb == "delete") == deleted
+    assert sorted(a.target.name for a in actions_of(planned) if a.verb == "delete") == deleted
 
 
 def test_get_allocation_returns_copy() -> None:

@@ -1,6 +1,6 @@
 """One pass, and many, of an OpenSandbox Pool (services/pool/core/opensandbox/plan.py): upstream's
 ``allocator_test.go``, ``recycle/*_test.go`` and the envtest ``pool_controller_test.go`` rows
-(spec/opensandbox.md §7.1, §7.2), the traps of §9 we fix, and upstream issues #723 and #1423.
+(docs/opensandbox.md §7.1, §7.2), the traps of §9 we fix, and upstream issues #723 and #1423.
 
 Single passes are planned on hand-made objects (:func:`~tests.unit.pool.opensandbox.world.plan`);
 multi-pass behaviour (fill, allocate, release, recycle, scale-in) runs against the fake cluster
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from api.objects import Json, metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ALLOC_RELEASED,
@@ -39,9 +40,9 @@ from services.pool.core.opensandbox.plan import (
     recycle_strategy,
     template_revision,
 )
-from services.runtime.cache import Json, metadata_of
 from services.runtime.reconcile.actions import Create, Delete, Exec, Patch, Plan, Together
 from services.runtime.reconcile.expectations import Expectations, Expected
+from tests.support.plans import actions_of
 from tests.unit.pool.opensandbox.world import (
     NOW,
     POOL,
@@ -224,7 +225,7 @@ def test_schedule(
     planned = plan(pool(buffer_min=0, buffer_max=5), *pods, *sandboxes, ledger=ledger)
     assert holders(planned.memo) == want_held
     assert sorted(holders(planned.memo, recycling=True)) == want_recycled
-    recycled = [a.target.name for a in planned.actions if isinstance(a, Delete)]
+    recycled = [a.target.name for a in actions_of(planned) if isinstance(a, Delete)]
     assert sorted(recycled) == want_recycled
     for name in ("sbx1", "sbx2"):
         waiting = want_waiting.get(name)
@@ -482,19 +483,19 @@ def test_restart_recycles_in_place_then_hands_the_pod_back() -> None:
         _with_containers(pod("pod1"), {"main": "cri://a", "logs": "cri://b"}),
         config='{"blacklist":["logs"]}',
     )
-    kinds = [type(a).__name__ for a in first.actions if isinstance(a, Patch | Exec | Delete)]
+    kinds = [type(a).__name__ for a in actions_of(first) if isinstance(a, Patch | Exec | Delete)]
     assert kinds[:2] == ["Patch", "Exec"], first.actions
-    (execs,) = [[a for a in first.actions if isinstance(a, Exec)]]
+    (execs,) = [[a for a in actions_of(first) if isinstance(a, Exec)]]
     assert [(e.container, e.command) for e in execs] == [("main", ("kill", "1"))]
     assert first.memo.pods["pod1"].recycling, "held while it restarts"
     assert "sbx2" not in {h.sandbox for h in first.memo.pods.values()}
     assert first.requeue_after is not None and first.requeue_after <= 5.0
-    record = next(a for a in first.actions if isinstance(a, Patch) and a.target.name == "pod1")
+    record = next(a for a in actions_of(first) if isinstance(a, Patch) and a.target.name == "pod1")
 
     restarted = _with_containers(pod("pod1"), {"main": "cri://c", "logs": "cri://b"})
     restarted["metadata"]["annotations"] = dict(record.patch["metadata"]["annotations"])
     second = _restart_pass(restarted, config='{"blacklist":["logs"]}')
-    assert not [a for a in second.actions if isinstance(a, Exec | Delete)]
+    assert not [a for a in actions_of(second) if isinstance(a, Exec | Delete)]
     assert second.memo.pods["pod1"].sandbox == "sbx2", "back in the pool, and handed out"
 
 
@@ -513,7 +514,7 @@ def test_a_restart_that_gives_up_deletes_the_pod() -> None:
         )
     }
     planned = _restart_pass(stuck)
-    (delete,) = [a for a in planned.actions if isinstance(a, Delete)]
+    (delete,) = [a for a in actions_of(planned) if isinstance(a, Delete)]
     assert delete.target.name == "pod1" and "its restart failed" in delete.why
     assert recycle("Restart", pod("p")) == "restart"
 
@@ -1112,7 +1113,7 @@ def test_an_edited_pool_ref_keeps_the_pods_in_use() -> None:
     moved = sandbox("sbx1", pool_name="other-pool", replicas=2, alloc_status=["pod1", "pod2"])
     holders = ledger_of({"pod1": "sbx1", "pod2": "sbx1"})
     old = plan(pool(buffer_min=0, buffer_max=0), pod("pod1"), pod("pod2"), moved, ledger=holders)
-    assert not [a for a in old.actions if isinstance(a, Delete)], "no Pod in use killed"
+    assert not [a for a in actions_of(old) if isinstance(a, Delete)], "no Pod in use killed"
     assert {p: h.sandbox for p, h in old.memo.pods.items()} == {"pod1": "sbx1", "pod2": "sbx1"}
 
     new = plan(other, pod("idle", of_pool=other), moved, name="other-pool", ledger=PoolLedger())
@@ -1128,7 +1129,7 @@ def test_an_edited_pool_ref_keeps_the_pods_in_use() -> None:
     back = plan(
         pool(buffer_min=0, buffer_max=0), pod("pod1"), pod("pod2"), released, ledger=holders
     )
-    (delete,) = [a for a in back.actions if isinstance(a, Delete)]
+    (delete,) = [a for a in actions_of(back) if isinstance(a, Delete)]
     assert delete.target.name == "pod1"
 
 
@@ -1143,4 +1144,4 @@ def test_a_cleared_pool_ref_still_lets_the_pod_go() -> None:
         detached,
         ledger=ledger_of({"pod1": "sbx1"}),
     )
-    assert [a.target.name for a in planned.actions if isinstance(a, Delete)] == ["pod1"]
+    assert [a.target.name for a in actions_of(planned) if isinstance(a, Delete)] == ["pod1"]

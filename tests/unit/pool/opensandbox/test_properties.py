@@ -5,7 +5,7 @@ and acting, restarts, loses its memo altogether, or has its writes refused by a 
 After every event:
 
 1. No Pod is in use by two sandboxes: at most one lists it in alloc-status without having
-   asked for it back (alloc-release) or having it released (alloc-released). DESIGN
+   asked for it back (alloc-release) or having it released (alloc-released). docs/architecture.md
    invariant 2.
 2. Under ``Delete``, a Pod a sandbox gave back, or that belonged to a sandbox being deleted, is
    never listed by another sandbox afterwards (upstream #723).
@@ -21,12 +21,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.objects import metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ALLOC_RELEASED,
     ANNOTATION_ALLOC_STATUS,
 )
-from services.runtime.cache import metadata_of
 from tests.unit.pool.opensandbox.world import Cluster, pods_in, pool, sandbox, world
 
 NAMES = [

@@ -1,6 +1,6 @@
 """The Restart recycle strategy's state machine (services/pool/core/opensandbox/restart.py),
 row by row of upstream's ``recycle/restart/restart_default_test.go`` and
-``recycle/restart_test.go`` (spec/opensandbox.md §7.1), plus the Go wire formats the module
+``recycle/restart_test.go`` (docs/opensandbox.md §7.1), plus the Go wire formats the module
 reproduces (durations, ``encoding/json`` decoding, RFC 3339 times)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from api.objects import Json
 from api.opensandbox import ANNOTATION_RESTART_CONFIG, ANNOTATION_RESTART_RECORD, RestartRecord
 from services.pool.core.opensandbox.restart import (
     DEFAULT_MAX_RETRIES,
@@ -28,8 +29,7 @@ from services.pool.core.opensandbox.restart import (
     parse_go_duration,
     parse_restart_config,
 )
-
-Json = dict[str, Any]
+from tests.support.samples import stamp
 
 NOW = datetime(2026, 5, 4, 10, 0, 0, tzinfo=UTC)
 SANDBOX = "sbx1"
@@ -66,10 +66,6 @@ def with_annotation(pod: Json, value: str) -> Json:
 def pool_with_config(config: Any) -> Json:
     value = config if isinstance(config, str) else json.dumps(config)
     return {"metadata": {"name": "pool", "annotations": {ANNOTATION_RESTART_CONFIG: value}}}
-
-
-def stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def persisted(pod: Json, step: RestartStep) -> Json:

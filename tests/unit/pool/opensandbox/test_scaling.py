@@ -1,6 +1,6 @@
 """The arithmetic of an OpenSandbox Pool (services/pool/core/opensandbox/scaling.py), row by row
 of upstream's ``pool_update_test.go``, ``pool_eviction_test.go`` and
-``internal/utils/pod_test.go`` (spec/opensandbox.md §7.1), and the rules of §2.7 and §9.8-9.10
+``internal/utils/pod_test.go`` (docs/opensandbox.md §7.1), and the rules of §2.7 and §9.8-9.10
 on their own."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
+from api.objects import Json
 from api.opensandbox import LABEL_EVICT, LABEL_POOL_REVISION
+from services.domain.opensandbox.pods import is_pod_ready
 from services.pool.core.opensandbox.scaling import (
     Capacity,
     deletion_order,
     desired_schedulable,
     evict,
-    is_pod_ready,
     max_unavailable_problem,
     needs_eviction,
     oldest_first,
@@ -24,7 +25,6 @@ from services.pool.core.opensandbox.scaling import (
     resolve_max_unavailable,
     scale_up,
 )
-from services.runtime.cache import Json
 from tests.unit.pool.opensandbox.world import NOW, stamp
 
 OLDER = NOW - timedelta(hours=1)
@@ -99,7 +99,7 @@ def test_resolve_max_unavailable(value: int | str | None, base: int, want: int) 
 @pytest.mark.parametrize("value", ["0", "3", "abc", "25 %", "%", "--10%", "1_0%", 2.5, True, [1]])
 def test_an_unreadable_max_unavailable_counts_as_one_and_is_named(value: Any) -> None:
     """Upstream silently takes 1 for a value it cannot read; here it is 1 as well, and
-    :func:`max_unavailable_problem` names it for the decision (DESIGN invariant 7)."""
+    :func:`max_unavailable_problem` names it for the decision (docs/architecture.md invariant 7)."""
     assert resolve_max_unavailable(value, 100) == 1
     problem = max_unavailable_problem(value)
     assert problem is not None and repr(value) in problem

@@ -1,5 +1,5 @@
 """The OpenSandbox Pool in the pool worker (``services.pool.worker``): which keys a change wakes,
-against upstream's watches of its Pool controller (spec/opensandbox.md §2.1), and the
+against upstream's watches of its Pool controller (docs/opensandbox.md §2.1), and the
 reconciler's wiring (its kind, its expectations, its memo type)."""
 
 from __future__ import annotations
@@ -8,10 +8,13 @@ import copy
 
 import msgspec
 
+from api.objects import Json
+from events.envelope import ObjectKey
 from services.pool.core.opensandbox.ledger import PoolLedger
-from services.pool.worker import WATCHED_KINDS, OpenPoolReconciler, pool_worker, wakes
-from services.runtime.cache import Json, ObjectCache, ObjectKey
-from services.runtime.reconcile.worker import Observed
+from services.pool.core.opensandbox.plan import plan_open_pool
+from services.pool.worker import WATCHED_KINDS, pool_worker, wakes
+from services.runtime.cache import ObjectCache
+from services.runtime.worker_api import Observed
 from tests.unit.pool.opensandbox.world import NOW, NS, POOL, ledger_of, pod, pool, sandbox
 
 POOL_KEY = ObjectKey("Pool", NS, POOL)
@@ -67,7 +70,7 @@ def test_the_reconciler_keeps_a_ledger_and_expectations() -> None:
     """Kind ``Pool``, expectations of its Pod creates, and a memo converted back to
     :class:`PoolLedger` before it reaches the planner."""
     definition = pool_worker()
-    (reconciler,) = [r for r in definition.reconcilers if isinstance(r, OpenPoolReconciler)]
+    (reconciler,) = [r for r in definition.reconcilers if r.plan is plan_open_pool]
     assert reconciler.kind == "Pool" and reconciler.expects is True
     assert reconciler.memo_type is PoolLedger
     assert {"Pool", "BatchSandbox", "Pod"} <= set(WATCHED_KINDS)

@@ -31,7 +31,6 @@ JSON builtins on the bus, converted back to :class:`PoolLedger`. Expectations ar
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -39,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from api.objects import Json, controller_of, is_ready, metadata_of
 from api.opensandbox import (
     ANNOTATION_ALLOC_RELEASE,
     ANNOTATION_ALLOC_RELEASED,
@@ -48,18 +48,18 @@ from api.opensandbox import (
     LABEL_POOL_REVISION,
     VERSION,
 )
-from services.pool.core.opensandbox.ledger import (
-    Holding,
-    PoolLedger,
-    parse_pod_list,
-    pod_list_annotation,
-)
+from events.envelope import ObjectKey
+from services.domain.opensandbox.allocation import parse_pod_list, pod_list_annotation
+from services.pool.core.opensandbox.ledger import Holding, PoolLedger
 from services.pool.core.opensandbox.observation import OpenPoolObservation, observe_open_pool
 from services.pool.core.opensandbox.plan import plan_open_pool, template_revision
-from services.runtime.cache import Json, ObjectCache, ObjectKey, controller_of, key_of, metadata_of
+from services.runtime.cache import ObjectCache
+from services.runtime.kube import KubeError
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Together
 from services.runtime.reconcile.expectations import Expectations
-from tests.unit.runtime.test_reconcile_actions import apply_merge_patch
+from tests.support.fakeapi import FakeApiServer, apply_merge_patch
+from tests.support.plans import actions_of
+from tests.support.samples import stamp
 
 NS = "default"
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
@@ -67,10 +67,6 @@ POOL = "pool"
 POOL_UID = "pool-uid"
 API_VERSION = f"{GROUP}/{VERSION}"
 IMAGE = "example.com"
-
-
-def stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- builders -------------------------------------------------------------------------------
@@ -300,25 +296,22 @@ def restarted(memo: Any) -> PoolLedger | None:
 # -- reading plans and objects ----------------------------------------------------------------
 
 
-def flat(plan: Plan) -> list[Action]:
-    out: list[Action] = []
-    for action in plan.actions:
-        out.extend(action.actions if isinstance(action, Together) else (action,))
-    return out
-
-
 def pod_creates(plan: Plan) -> list[Json]:
-    return [a.body for a in flat(plan) if isinstance(a, Create) and a.body.get("kind") == "Pod"]
+    return [
+        a.body for a in actions_of(plan) if isinstance(a, Create) and a.body.get("kind") == "Pod"
+    ]
 
 
 def pod_deletes(plan: Plan) -> list[str]:
-    return [a.target.name for a in flat(plan) if isinstance(a, Delete) and a.target.kind == "Pod"]
+    return [
+        a.target.name for a in actions_of(plan) if isinstance(a, Delete) and a.target.kind == "Pod"
+    ]
 
 
 def sandbox_patches(plan: Plan, name: str | None = None) -> list[Patch]:
     return [
         a
-        for a in flat(plan)
+        for a in actions_of(plan)
         if isinstance(a, Patch)
         and a.target.kind == "BatchSandbox"
         and (name is None or a.target.name == name)
@@ -326,7 +319,7 @@ def sandbox_patches(plan: Plan, name: str | None = None) -> list[Patch]:
 
 
 def status_written(plan: Plan) -> Json | None:
-    for action in flat(plan):
+    for action in actions_of(plan):
         if isinstance(action, Patch) and action.subresource == "status":
             status: Json = action.patch["status"]
             return status
@@ -353,31 +346,19 @@ class Refused(Exception):
 
 
 @dataclass
-class Cluster:
-    objects: dict[ObjectKey, Json] = field(default_factory=dict)
+class Cluster(FakeApiServer):
+    """The fake API server (:class:`~tests.support.fakeapi.FakeApiServer`) as these tests need
+    it (see the module's text), and the pool worker's passes over it."""
+
+    carries_out = (Create, Patch, Delete)
     now: datetime = NOW
     ledger: PoolLedger | None = None
     ready_on_create: bool = False
     plans: list[Plan] = field(default_factory=list)
     writes: list[Action] = field(default_factory=list)
     refused: list[tuple[Action, str]] = field(default_factory=list)
-    _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
-    _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- objects ----------------------------------------------------------------------------
-
-    def add(self, *objs: Json) -> Cluster:
-        for obj in objs:
-            self.objects[key_of(obj)] = copy.deepcopy(obj)
-        return self
-
-    def get(self, kind: str, name: str) -> Json | None:
-        return self.objects.get(ObjectKey(kind, NS, name))
-
-    def must(self, kind: str, name: str) -> Json:
-        found = self.get(kind, name)
-        assert found is not None, f"{kind} {name} does not exist"
-        return found
 
     def pods(self, *, terminating: bool = False) -> list[Json]:
         """The Pods (those being deleted too, with ``terminating``), by name."""
@@ -391,18 +372,7 @@ class Cluster:
         return [str(metadata_of(p)["name"]) for p in self.pods(terminating=terminating)]
 
     def ready_pods(self) -> list[str]:
-        return [
-            str(metadata_of(p)["name"])
-            for p in self.pods()
-            if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (p.get("status") or {}).get("conditions") or ()
-            )
-        ]
-
-    def bump(self, obj: Json) -> Json:
-        obj["metadata"]["resourceVersion"] = str(next(self._versions))
-        return obj
+        return [str(metadata_of(p)["name"]) for p in self.pods() if is_ready(p)]
 
     def edit(self, kind: str, name: str, patch: Json) -> Json:
         """Someone else's merge patch (a user, the BatchSandbox controller)."""
@@ -530,62 +500,27 @@ class Cluster:
             self.now += timedelta(seconds=1)
         raise AssertionError(f"Pool {name} did not settle in {passes} passes: {done[-3:]}")
 
-    # -- executing one action ---------------------------------------------------------------
+    # -- the API server's part -------------------------------------------------------------
 
-    def _execute(self, action: Action, known: dict[ObjectKey, str]) -> None:
-        self.writes.append(action)
-        if isinstance(action, Create):
-            self._create(action, known)
-        elif isinstance(action, Patch):
-            self._patch(action, known)
-        elif isinstance(action, Delete):
-            current = self.objects.get(action.target)
-            if current is None:
-                return
-            if action.uid is not None and action.uid != current["metadata"].get("uid"):
-                raise Refused(f"409 Conflict: uid precondition of {action.target}")
-            self._delete(action.target)
-        else:
-            raise AssertionError(f"the fake does not carry out {action!r}")
-
-    def _create(self, action: Create, known: dict[ObjectKey, str]) -> None:
-        body = copy.deepcopy(action.body)
-        meta = body["metadata"]
-        if not meta.get("name"):
-            meta["name"] = f"{meta.pop('generateName')}{next(self._names):05d}"
-        key = key_of(body)
-        if key in self.objects:
-            raise Refused("409 AlreadyExists")
-        meta["uid"] = f"uid-{meta['name']}"
-        meta["creationTimestamp"] = stamp(self.now)
+    def admitted(self, body: Json) -> None:
         self.now += timedelta(seconds=1)
         if body.get("kind") == "Pod":
             body["status"] = {"phase": "Pending"}
             if self.ready_on_create:
                 self._run(body)
-        self.objects[key] = self.bump(body)
-        known[key] = body["metadata"]["resourceVersion"]
 
-    def _patch(self, action: Patch, known: dict[ObjectKey, str]) -> None:
-        current = self.objects.get(action.target)
-        if current is None:
-            raise Refused("404 NotFound")
-        patch = copy.deepcopy(dict(action.patch))
-        wanted = (patch.get("metadata") or {}).pop("resourceVersion", None)
-        if action.conditional:
-            wanted = known.get(action.target)
-        stored = str(current["metadata"].get("resourceVersion") or "")
-        if wanted is not None and wanted != stored:
-            raise Refused(f"409 Conflict on {action.target} ({wanted} is not {stored})")
-        if action.subresource == "status":
-            patch = {"status": patch["status"]} if "status" in patch else {}
-        else:
-            patch.pop("status", None)
-        written = apply_merge_patch(copy.deepcopy(current), patch)
-        if written != current:
-            self.objects[action.target] = self.bump(written)
-        known[action.target] = self.objects[action.target]["metadata"]["resourceVersion"]
-        self._finish(action.target)
+    def deleting(self, key: ObjectKey) -> None:
+        self._delete(key)
+
+    def changed(self, key: ObjectKey) -> None:
+        self._finish(key)
+
+    def _execute(self, action: Action, known: dict[ObjectKey, str]) -> None:
+        self.writes.append(action)
+        try:
+            self.write(action, known)
+        except KubeError as error:
+            raise Refused(f"{error.status} {error.reason}: {error.message}") from None
 
 
 def world(*objs: Json, of_pool: Json | None = None, **options: Any) -> Cluster:

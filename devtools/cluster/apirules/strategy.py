@@ -1,0 +1,293 @@
+"""Per-kind write rules: the RESTCreateStrategy / RESTUpdateStrategy / RESTDeleteStrategy role.
+
+The write pipeline (:mod:`~devtools.cluster.http.writes`) is the same for every resource; what
+differs per kind lives in a :class:`Strategy`: server defaults, what an update may change, what
+``/status`` may change, how ``metadata.generation`` moves, whether deletion is graceful, what DELETE
+returns. The base class holds the generic-registry behaviour; :class:`CustomResourceStrategy` adds
+the apiextensions rules (schema pruning/defaulting/validation, no unconditional update, generation
+on any non-metadata change); the built-in kinds live in :mod:`.builtins`.
+
+Every method works on plain JSON dicts and is pure apart from the mutation of the object it is
+handed, so the rules can be read against the upstream strategy files they cite. The new object
+(``obj``, ``new``) belongs to the write and may be changed or returned; the old one is the
+write's own decode of the stored object, which the strategy reads and never changes, so what it
+takes from it is copied (:func:`~devtools.cluster.storage.jsontree.copy_stored`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from random import Random
+from typing import TYPE_CHECKING, Any, Protocol
+
+from api.objects import Json
+from devtools.cluster.apirules.errors import Cause
+from devtools.cluster.apirules.meta import (
+    dns1123_subdomain_errors,
+    validate_object_meta,
+    validate_object_meta_update,
+)
+from devtools.cluster.apirules.structural import StructuralSchema
+from devtools.cluster.storage.jsontree import copy_stored
+
+if TYPE_CHECKING:
+    from devtools.cluster.apirules.resources import Registry, ResourceType
+    from devtools.cluster.storage.store import Store
+
+__all__ = [
+    "CustomResourceStrategy",
+    "SchemaLike",
+    "Strategy",
+    "WriteContext",
+    "load_schema",
+]
+
+
+NameErrors = Callable[[str, bool], list[str]]
+
+
+@dataclass
+class WriteContext:
+    """What a strategy may consult besides the objects: the clock, randomness, other objects."""
+
+    now: str
+    rng: Random
+    store: Store
+    registry: Registry
+    allocations: dict[str, Any] = field(default_factory=dict)
+
+
+class SchemaLike(Protocol):
+    """What the server needs of a custom resource's schema: a
+    :class:`~devtools.cluster.apirules.structural.StructuralSchema`, or a permissive stand-in for a
+    version that declares none."""
+
+    def apply_defaults(self, obj: Any) -> Any: ...
+
+    def prune(self, obj: Any) -> Any: ...
+
+    def validate(self, obj: Any) -> list[Any]: ...
+
+
+class _PermissiveSchema:
+    """The schema of a version that declares none: accepts everything, prunes nothing."""
+
+    def apply_defaults(self, obj: Any) -> Any:
+        return obj
+
+    def prune(self, obj: Any) -> Any:
+        return obj
+
+    def validate(self, obj: Any) -> list[Any]:
+        return []
+
+
+def load_schema(openapi_v3: dict[str, Any] | None) -> SchemaLike:
+    if not openapi_v3:
+        return _PermissiveSchema()
+    return StructuralSchema(openapi_v3)
+
+
+def _as_cause(raw: Any) -> Cause:
+    """Adapt a schema error (``.field``, ``.reason``, ``.message``) to our Cause."""
+    if isinstance(raw, Cause):
+        return raw
+    field_path = str(getattr(raw, "field", "") or "")
+    message = str(getattr(raw, "message", "") or raw)
+    if field_path and message.startswith(f"{field_path}: "):
+        message = message[len(field_path) + 2 :]
+    return Cause(str(getattr(raw, "reason", "FieldValueInvalid")), message, field_path)
+
+
+class Strategy:
+    """Generic-registry behaviour; subclasses override what their kind does differently."""
+
+    allow_unconditional_update = True
+    allow_create_on_update = False
+    tracks_generation = False
+    graceful = False
+    return_deleted_object = False
+    default_orphan = False  # DefaultGarbageCollectionPolicy == OrphanDependents
+    accepts_strategic_merge = True
+    delete_warning = ""
+
+    def name_errors(self, name: str, prefix: bool) -> list[str]:
+        return dns1123_subdomain_errors(name, prefix)
+
+    # -- decoding-time behaviour ------------------------------------------------------------
+
+    def normalize(self, rtype: ResourceType, obj: Json) -> list[str]:
+        """Defaulting (and pruning, for CRs) done when a body is decoded.
+
+        Returns the paths of unknown fields that were dropped, for ``fieldValidation``.
+        """
+        return []
+
+    # -- create -----------------------------------------------------------------------------
+
+    def prepare_for_create(self, rtype: ResourceType, obj: Json, ctx: WriteContext) -> None:
+        if rtype.status_subresource:
+            initial = self.initial_status(rtype, obj)
+            if initial is None:
+                obj.pop("status", None)
+            else:
+                obj["status"] = initial
+        if self.tracks_generation:
+            obj["metadata"]["generation"] = 1
+
+    def initial_status(self, rtype: ResourceType, obj: Json) -> Json | None:
+        """The status a create starts with when the kind has a status subresource."""
+        return None
+
+    def validate(self, rtype: ResourceType, obj: Json, ctx: WriteContext) -> list[Cause]:
+        return validate_object_meta(
+            obj["metadata"], namespaced=rtype.namespaced, name_errors=self.name_errors
+        )
+
+    # -- update -----------------------------------------------------------------------------
+
+    def prepare_for_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> None:
+        if rtype.status_subresource:
+            if "status" in old:
+                new["status"] = copy_stored(old["status"])
+            else:
+                new.pop("status", None)
+        if self.tracks_generation:
+            generation = int(old["metadata"].get("generation") or 0)
+            if self.spec_changed(rtype, new, old):
+                generation += 1
+            new["metadata"]["generation"] = generation
+
+    def spec_changed(self, rtype: ResourceType, new: Json, old: Json) -> bool:
+        return new.get("spec") != old.get("spec")
+
+    def validate_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> list[Cause]:
+        return validate_object_meta_update(
+            new["metadata"],
+            old["metadata"],
+            namespaced=rtype.namespaced,
+            name_errors=self.name_errors,
+        )
+
+    # -- status subresource -----------------------------------------------------------------
+
+    def prepare_for_status_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> Json:
+        """Built-in status strategies keep the old spec; metadata changes go through."""
+        result = new
+        if "spec" in old:
+            result["spec"] = copy_stored(old["spec"])
+        else:
+            result.pop("spec", None)
+        if "generation" in old["metadata"]:
+            result["metadata"]["generation"] = old["metadata"]["generation"]
+        return result
+
+    def validate_status_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> list[Cause]:
+        return self.validate_update(rtype, new, old, ctx)
+
+    # -- delete -----------------------------------------------------------------------------
+
+    def grace_period(self, obj: Json, requested: int | None) -> int:
+        """Graceful kinds: the period this DELETE gets (0 = now). Only called if ``graceful``."""
+        return 0
+
+
+class CustomResourceStrategy(Strategy):
+    """apiextensions ``customresource/strategy.go`` plus the structural-schema codec."""
+
+    allow_unconditional_update = False
+    tracks_generation = True
+    accepts_strategic_merge = False
+
+    def __init__(self, schemas: dict[str, SchemaLike], preserve_unknown: bool = False) -> None:
+        self.schemas = schemas  # by version
+        self.preserve_unknown = preserve_unknown
+
+    def _schema(self, rtype: ResourceType) -> SchemaLike:
+        return self.schemas.get(rtype.version) or _PermissiveSchema()
+
+    def normalize(self, rtype: ResourceType, obj: Json) -> list[str]:
+        """Apply defaults, then prune unknown fields: the CR decoder's order (the codec defaults,
+        then ``schemaCoercingDecoder`` prunes). apiVersion, kind and metadata are the server's."""
+        schema = self._schema(rtype)
+        meta: Json = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+        body = {k: v for k, v in obj.items() if k not in meta}
+        defaulted = schema.apply_defaults(body)
+        pruned = schema.prune(defaulted)
+        dropped = _dropped_paths(defaulted, pruned)
+        obj.clear()
+        obj.update(meta)
+        obj.update(pruned)
+        return dropped
+
+    def spec_changed(self, rtype: ResourceType, new: Json, old: Json) -> bool:
+        """Any change outside metadata (and outside status, with a status subresource)."""
+        ignored = {"metadata", "apiVersion", "kind"}
+        if rtype.status_subresource:
+            ignored.add("status")
+
+        def body(obj: Json) -> Json:
+            return {k: v for k, v in obj.items() if k not in ignored}
+
+        return body(new) != body(old)
+
+    def validate(self, rtype: ResourceType, obj: Json, ctx: WriteContext) -> list[Cause]:
+        causes = super().validate(rtype, obj, ctx)
+        return causes + self._schema_causes(rtype, obj)
+
+    def validate_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> list[Cause]:
+        causes = super().validate_update(rtype, new, old, ctx)
+        return causes + self._schema_causes(rtype, new)
+
+    def _schema_causes(self, rtype: ResourceType, obj: Json) -> list[Cause]:
+        body = {k: v for k, v in obj.items() if k != "metadata"}
+        return [_as_cause(c) for c in self._schema(rtype).validate(body)]
+
+    def prepare_for_status_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> Json:
+        """status_strategy.go: copy the old object wholesale, take only ``.status`` (and
+        managedFields) from the request."""
+        result = copy_stored(old)
+        managed = new["metadata"].get("managedFields")
+        if managed is not None:
+            result["metadata"]["managedFields"] = managed
+        else:
+            result["metadata"].pop("managedFields", None)
+        if "status" in new:
+            result["status"] = new["status"]
+        else:
+            result.pop("status", None)
+        return result
+
+    def validate_status_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> list[Cause]:
+        return self._schema_causes(rtype, new)
+
+
+def _dropped_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of fields present in ``before`` but pruned from ``after``."""
+    out: list[str] = []
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key, value in before.items():
+            path = f"{prefix}.{key}" if prefix else key
+            if key not in after:
+                out.append(path)
+            else:
+                out += _dropped_paths(value, after[key], path)
+    elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            out += _dropped_paths(b, a, f"{prefix}[{i}]")
+    return out

@@ -1,0 +1,1 @@
+"""agent-sandbox rules shared by the sandbox, pool and claim controllers."""

@@ -1,0 +1,1 @@
+"""OpenSandbox rules shared by the pool, claim (BatchSandbox) and snapshot controllers."""
