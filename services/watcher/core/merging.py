@@ -31,21 +31,35 @@ in the adoption above, ``adoptable``'s DELETED and ``sandbox-name-hash``'s ADDED
 resourceVersion and either may come first. So a let-go that leaves no holder is a *candidate*
 deletion, published only on proof, at its resourceVersion:
 
-1. every selection's progress has reached ``r`` and still none holds the object: each stream has
+1. every selection's stream has covered ``r`` and still none holds the object: each stream has
    said all it will ever say about ``r``. With a single selection the let-go itself is that
    proof, so a resource watched once publishes its deletions at once, exactly as before; or
 2. the object as it was at ``r`` (:meth:`Merge.probed`) did not exist, or was in no selection.
 
+A stream has covered ``r`` when its progress has reached ``r`` and it got there through ``r``
+(or by a relist at ``r`` itself). A relist at ``L`` says how the selection is at ``L`` and nothing
+about the resourceVersions between the selection's progress before it and ``L``: a *gap*, in
+which the object may have passed through that selection without the list at ``L`` showing it.
+A let-go at ``r`` in some selection's gap is therefore never proven by progress at ``r``: once
+every stream has covered ``L`` (the relist that ends the gap; if ``L`` is in another gap, the
+relist that ends that one) and still none holds the object, the deletion is that relist's
+let-go, a synthetic deletion at ``L``, as for an object that vanished in a gap. A read at ``r``
+still decides it at ``r``.
+
 A candidate is dropped as soon as any selection reports the object held (the adoption case: it
 moved, and its newer state is published instead); a read that finds the object selected at ``r``
-publishes that state and records which selections hold it. Without the read, the proof could
-wait for an idle selection's next bookmark, a minute on a real API server; with it, a deletion
-waits one request. The read is asked for only when progress alone cannot decide.
+publishes that state (or, for a later incarnation under the key, the synthetic deletion of the
+published one and the later one's addition, as a relist would) and records which selections
+hold it; a selection that held it at ``r`` only in a gap lets go of it at the relist after.
+Without the read, the proof could wait for an idle selection's next bookmark, a minute on a real
+API server; with it, a deletion waits one request. The read is asked for only when progress
+alone cannot decide.
 
 After a deletion the key keeps a *tombstone* (the uid and resourceVersion up to which reports are
 history) until every selection's progress has passed it, so that a slow stream's late report of
 an older state cannot bring the object back. With one selection the tombstone goes at once, and
-memory is bounded by the selected objects, as before.
+memory is bounded by the selected objects, as before. A gap is remembered until every stream has
+passed its relist (no let-go can fall in it after that); a resource watched once has none.
 
 A relist is diffed per selection: each listed object is a present report, and each object the
 selection held (or, after a recovery, might hold) that the list lacks is a let-go at the list's
@@ -56,9 +70,10 @@ known"), so that the first relist of each decides.
 
 resourceVersions are ordered as integers when both are decimal, as on every real API server and
 on the development cluster; two that are not are "newer" when they differ, which is the order
-of one stream and enough for a resource watched once. What a change *is* (added, modified, the
-deletion of an older incarnation, a synthetic deletion) is decided by
-:mod:`services.watcher.core.diffing`, unchanged; this module decides *whether* and *when*.
+of one stream and enough for a resource watched once (and no gap is known between them). What
+a change *is* (added, modified, the deletion of an older incarnation, a synthetic deletion) is
+decided by :mod:`services.watcher.core.diffing`, unchanged; this module decides *whether* and
+*when*.
 
 What is exact, and what only safe: when every change of an object reaches all the streams, and
 the read asked for (if any) is answered, before the object's next change, the merged stream is
@@ -78,8 +93,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.objects import compare_resource_versions
 from events.envelope import ObjectKey
-from services.runtime.cache import compare_resource_versions
 from services.watcher.core.diffing import (
     Change,
     Seen,
@@ -105,6 +120,11 @@ def _at_least(a: str, b: str) -> bool:
     return a == b or newer(a, b)
 
 
+def _before(a: str, b: str) -> bool:
+    """Whether ``a`` is *surely* before ``b``: both decimal (no gap is known otherwise)."""
+    return compare_resource_versions(a, b) == -1
+
+
 def _heap_order(rv: str) -> int:
     return int(rv) if rv.isdecimal() else 0
 
@@ -120,15 +140,25 @@ class _Hold:
 
 
 @dataclass(slots=True)
+class _Left:
+    """The newest let-go after the last published state."""
+
+    rv: str
+    obj: Mapping[str, Any] | None
+    """What the let-go carried (None: a relist's, so the deletion is synthetic)."""
+    at: str
+    """Where progress can prove it: ``rv``, or the relist that ends a gap of some selection's
+    stream around ``rv`` (then the deletion proven there is that relist's, synthetic)."""
+
+
+@dataclass(slots=True)
 class _Entry:
     uid: str
     rv: str
     """Of the last event published; for a tombstone, up to where reports are history."""
     alive: bool
     holds: dict[str, _Hold]
-    left: tuple[str, Mapping[str, Any] | None] | None = None
-    """The newest let-go after the last published state: its resourceVersion and the object it
-    carried (None: a relist's, so the deletion is synthetic)."""
+    left: _Left | None = None
 
 
 @dataclass
@@ -152,6 +182,11 @@ class Merge:
             for key, seen in self.published.items()
         }
         self._progress: dict[str, str | None] = dict.fromkeys(self._names)
+        self._listed: dict[str, str | None] = dict.fromkeys(self._names)
+        """Per selection, the resourceVersion of its last relist."""
+        self._gaps: list[tuple[str | None, str]] = []
+        """The resourceVersions that a selection's stream jumped over (after ``lo``, before a
+        relist at ``hi``), while a let-go in them can still come from another stream."""
         self._candidates: dict[ObjectKey, str] = {}
         self._to_probe: list[tuple[ObjectKey, str]] = []
         self._due: list[tuple[int, int, ObjectKey, str]] = []
@@ -171,7 +206,8 @@ class Merge:
         return {key: Seen(e.uid, e.rv) for key, e in self._entries.items() if e.alive}
 
     def candidates(self) -> dict[ObjectKey, str]:
-        """Deletions waiting for proof: key → the resourceVersion they would be at."""
+        """Deletions waiting for proof: key → the resourceVersion of their let-go (where a read
+        proves them; progress may prove them only at a later relist's, see the module)."""
         return dict(self._candidates)
 
     def take_probes(self) -> list[tuple[ObjectKey, str]]:
@@ -214,8 +250,7 @@ class Merge:
         if not entry.alive:
             return []
         if obj is None or seen_of(obj).uid == entry.uid:
-            if newer(rv, entry.rv) and (entry.left is None or newer(rv, entry.left[0])):
-                entry.left = (rv, obj)
+            self._let_go(entry, rv, obj)
         elif newer(rv, entry.rv):
             # A later incarnation under this key left: the published one is gone for sure.
             changes = vanished_changes({key: Seen(entry.uid, entry.rv)}, ())
@@ -229,6 +264,8 @@ class Merge:
         if current is not None and not newer(rv, current):
             return []
         self._progress[selection] = rv
+        if self._gaps:  # every stream is past a gap's end: no let-go can fall in it any more
+            self._gaps = [gap for gap in self._gaps if not self._covered(gap[1])]
         changes: list[Change] = []
         while self._due and self._covered(self._due[0][3]):
             _, _, key, due = heapq.heappop(self._due)
@@ -236,7 +273,7 @@ class Merge:
             if entry is None:
                 continue
             if entry.alive:
-                if self._candidates.get(key) == due:
+                if key in self._candidates and entry.left is not None and entry.left.at == due:
                     changes.extend(self._reconsider(key, entry))
             elif entry.rv == due:
                 del self._entries[key]  # every stream is past the deletion: forget the key
@@ -244,8 +281,10 @@ class Merge:
 
     def relisted(self, selection: str, listed: Iterable[ObjectKey], rv: str) -> list[Change]:
         """``selection`` finished a relist at ``rv`` that listed (and reported present) the keys
-        ``listed``: it lets go of every other key it held or might hold."""
+        ``listed``: it lets go of every other key it held or might hold, and its stream jumps
+        from its progress to ``rv`` (a gap)."""
         present = listed if isinstance(listed, set | frozenset) else set(listed)
+        self._jumped(selection, rv)
         changes: list[Change] = []
         for key in sorted(self._entries):
             entry = self._entries[key]
@@ -261,17 +300,29 @@ class Merge:
         if self._candidates.get(key) != rv:
             return []
         entry = self._entries[key]
+        seen = seen_of(obj) if obj is not None else None
+        # A later incarnation under the key is the truth at rv too, as a relist would say: the
+        # published one is gone, and the later one is published if it is selected.
         holding = (
             {name for name, holds in self.selections.items() if holds(obj)}
-            if obj is not None and seen_of(obj).uid == entry.uid
+            if obj is not None
+            and seen is not None
+            and (seen.uid == entry.uid or newer(seen.resource_version, entry.rv))
             else set()
         )
         if not holding:
-            return self._deletion(key, entry)  # the truth at rv: gone, or outside every selection
-        assert obj is not None
-        changes = self._publish_state(key, entry, obj, seen_of(obj))
+            return self._deletion(key, entry, rv)  # the truth at rv: gone, or in no selection
+        assert obj is not None and seen is not None
+        changes = self._publish_state(key, entry, obj, seen)
         for name in self._names:
-            self._hold(entry, name, name in holding, rv, entry.uid)
+            relist = self._listed[name]
+            if name in holding and not entry.holds[name].held and relist and _before(rv, relist):
+                # It held the object at rv, but its stream jumped past rv and its relist did not
+                # list it (else it would hold it): that relist let go of it.
+                self._hold(entry, name, False, relist)
+                self._let_go(entry, relist, None)
+            else:
+                self._hold(entry, name, name in holding, rv, entry.uid)
         return changes + self._reconsider(key, entry)
 
     # -- inside -----------------------------------------------------------------------------
@@ -288,6 +339,39 @@ class Merge:
         hold.held, hold.since, hold.uid = held, rv, uid
         return True
 
+    def _let_go(self, entry: _Entry, rv: str, obj: Mapping[str, Any] | None) -> None:
+        """Remember a let-go of the published incarnation at ``rv``, if it is the newest."""
+        if newer(rv, entry.rv) and (entry.left is None or newer(rv, entry.left.rv)):
+            entry.left = _Left(rv, obj, self._provable_at(rv))
+
+    def _jumped(self, selection: str, rv: str) -> None:
+        """``selection`` relists at ``rv``: its stream says nothing about the resourceVersions
+        between its progress and ``rv``, so progress proves no let-go there before ``rv``."""
+        before, self._listed[selection] = self._progress[selection], rv
+        if len(self._names) == 1 or not (before is None or _before(before, rv)):
+            return  # no gap, or no other stream whose let-go could fall in it
+        self._gaps.append((before, rv))
+        for key, entry in self._entries.items():
+            left = entry.left
+            if left is None or not entry.alive:
+                continue
+            at = self._provable_at(left.at)
+            if at != left.at:
+                left.at = at
+                if key in self._candidates:
+                    self._schedule(key, at)
+
+    def _provable_at(self, rv: str) -> str:
+        """The first resourceVersion from ``rv`` on that every stream covers (or will): ``rv``,
+        unless it is in a gap, then the relist that ends it (and so on)."""
+        at, moved = rv, True
+        while moved:
+            moved = False
+            for lo, hi in self._gaps:
+                if _before(at, hi) and (lo is None or _before(lo, at)):
+                    at, moved = hi, True
+        return at
+
     def _publish_state(
         self, key: ObjectKey, entry: _Entry, obj: Mapping[str, Any], seen: Seen
     ) -> list[Change]:
@@ -296,7 +380,7 @@ class Merge:
         published = Seen(entry.uid, entry.rv) if entry.alive else None
         changes = listed_changes(key, published, obj, seen)
         entry.uid, entry.rv, entry.alive = seen.uid, seen.resource_version, True
-        if entry.left is not None and not newer(entry.left[0], entry.rv):
+        if entry.left is not None and not newer(entry.left.rv, entry.rv):
             entry.left = None
         return changes
 
@@ -306,27 +390,27 @@ class Merge:
         if (
             not entry.alive
             or left is None
-            or not newer(left[0], entry.rv)
+            or not newer(left.rv, entry.rv)
             or any(hold.held and hold.uid == entry.uid for hold in entry.holds.values())
         ):
             self._candidates.pop(key, None)
             return []
-        rv = left[0]
-        if self._covered(rv):
-            return self._deletion(key, entry)
-        if self._candidates.get(key) != rv:
-            self._candidates[key] = rv
-            self._to_probe.append((key, rv))
-            self._schedule(key, rv)
+        if self._covered(left.at):
+            return self._deletion(key, entry, left.at)
+        if self._candidates.get(key) != left.rv:
+            self._candidates[key] = left.rv
+            self._to_probe.append((key, left.rv))
+            self._schedule(key, left.at)
         return []
 
-    def _deletion(self, key: ObjectKey, entry: _Entry) -> list[Change]:
-        """Publish the candidate deletion of ``key`` and leave a tombstone."""
-        assert entry.left is not None
-        rv, obj = entry.left
+    def _deletion(self, key: ObjectKey, entry: _Entry, rv: str) -> list[Change]:
+        """Publish the candidate deletion of ``key``, proven at ``rv`` (its let-go's, or where
+        progress could prove it), and leave a tombstone."""
+        left = entry.left
+        assert left is not None
         published = Seen(entry.uid, entry.rv)
-        if obj is not None:
-            changes = watch_changes(key, published, "DELETED", obj)
+        if left.obj is not None and rv == left.rv:
+            changes = watch_changes(key, published, "DELETED", left.obj)
         else:
             changes = vanished_changes({key: published}, ())
         self._bury(key, entry, rv)

@@ -16,15 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from api.objects import Json
 from events.envelope import ObjectKey
 from services.watcher.core.diffing import Change, Seen
 from services.watcher.core.merging import Merge, newer
 
 KEYS = ("a", "b")
-Json = dict[str, Any]
 
 
 def holds(label: str) -> Any:
@@ -180,6 +180,73 @@ def test_a_recovered_object_that_no_selection_lists_gets_one_synthetic_deletion(
     assert merge.published_view() == {key("kept"): Seen("u1", "5")}
 
 
+def relisted_around_a_gap() -> Merge:
+    """a lists p at 6; p moves to b at 7 and out of both at 8; b's first list is at 8, so
+    b's stream never covered 7; a's DELETED at 7 comes after it."""
+    merge = merge_of()
+    assert summary(merge.present("a", key("p"), pod("p", "u", 6, "a"))) == [
+        ("added", "u", "6", False)
+    ]
+    assert merge.relisted("a", {key("p")}, "6") == []
+    assert merge.relisted("b", set(), "8") == []
+    assert merge.absent("a", key("p"), "7", pod("p", "u", 7, "a")) == []
+    return merge
+
+
+def test_a_relist_is_no_proof_for_the_resource_versions_its_stream_jumped_over() -> None:
+    merge = relisted_around_a_gap()
+    # b's progress (8) is past 7, but b held p at 7: no deletion at 7.
+    assert merge.progressed("a", "7") == []
+    assert merge.candidates() == {key("p"): "7"}
+    assert merge.take_probes() == [(key("p"), "7")]
+    # Once a passes b's list, the deletion is that list's: synthetic, of what was published.
+    assert summary(merge.progressed("a", "8")) == [("deleted", "u", "6", True)]
+    assert merge.candidates() == {}
+    assert merge.remembered == 0
+
+
+def test_a_read_decides_a_deletion_in_a_gap_at_its_own_resource_version() -> None:
+    # Had p been deleted at 7 instead, the streams would say the same: only a read tells.
+    merge = relisted_around_a_gap()
+    merge.progressed("a", "7")
+    [change] = merge.probed(key("p"), "7", None)
+    assert (change.change, change.resource_version, change.object) == (
+        "deleted",
+        "7",
+        pod("p", "u", 7, "a"),
+    )
+    assert merge.remembered == 0
+
+
+def test_a_read_that_finds_the_object_in_a_gap_lets_the_relist_after_it_let_go() -> None:
+    merge = relisted_around_a_gap()
+    merge.progressed("a", "7")
+    # In b at 7: that state is the truth; b's list at 8 did not list p, so b let go there.
+    assert summary(merge.probed(key("p"), "7", pod("p", "u", 7, "b"))) == [
+        ("modified", "u", "7", False)
+    ]
+    assert merge.candidates() == {key("p"): "8"}
+    assert summary(merge.progressed("a", "8")) == [("deleted", "u", "7", True)]
+    assert merge.remembered == 0
+
+
+def test_a_read_that_finds_a_later_incarnation_selected_publishes_it() -> None:
+    merge = merge_of()
+    start(merge)
+    merge.present("a", key("p"), pod("p", "u1", 2, "a"))
+    # u1 is deleted at 3, u2 created at 4 in b only; a relists at 5 and lets go.
+    assert merge.relisted("a", set(), "5") == []
+    assert merge.take_probes() == [(key("p"), "5")]
+    assert summary(merge.probed(key("p"), "5", pod("p", "u2", 4, "b"))) == [
+        ("deleted", "u1", "2", True),
+        ("added", "u2", "4", False),
+    ]
+    assert merge.candidates() == {}
+    # b's own report of it is no news, and it is not history either.
+    assert merge.present("b", key("p"), pod("p", "u2", 4, "b")) == []
+    assert merge.published_view() == {key("p"): Seen("u2", "4")}
+
+
 def test_an_unrelated_object_is_never_remembered() -> None:
     merge = Merge("NetworkPolicy", {"*": lambda obj: False})
     assert merge.relisted("*", set(), "1") == []
@@ -282,8 +349,9 @@ class Cluster:
             selected = commit.labels is not None and any(x in commit.labels for x in KEYS)
             rv = str(commit.rv)
             if selected:
-                kind = "modified" if commit.name in published else "added"
-                changes.append(Change(kind, k, commit.uid, rv, None))
+                changes.append(
+                    Change("modified" if commit.name in published else "added", k, commit.uid, rv)
+                )
                 published[commit.name] = (commit.uid, rv)
             elif commit.name in published:
                 changes.append(Change("deleted", k, commit.uid, rv, None))
@@ -501,6 +569,18 @@ RESTART_STEPS = st.lists(
 
 @settings(max_examples=400)
 @given(HISTORY, st.integers(min_value=0, max_value=25), RESTART_STEPS)
+@example(  # b's first list (at the end) jumps over the rv where p passed through b
+    history=[("p", "write", ())] * 4
+    + [("p", "write", (x,)) for x in ("a", "b")]
+    + [("p", "write", ())],
+    published_up_to=4,
+    steps=["commit", "relist a", "commit", "commit"],
+)
+@example(  # a read finds p recreated in b, whose stream reports it only afterwards
+    history=[("p", "write", ("a",)), ("p", "delete", ()), ("p", "write", ("b",))],
+    published_up_to=1,
+    steps=["relist b", "commit", "commit", "relist a", "probe"],
+)
 def test_a_new_session_relists_each_selection_and_publishes_only_the_truth(
     history: list[tuple[str, str, tuple[str, ...]]], published_up_to: int, steps: list[str]
 ) -> None:
