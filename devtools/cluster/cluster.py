@@ -7,10 +7,11 @@
         ...  # cluster.url, cluster.store, cluster.faults
 
 Start-up order: open the store (loading ``data_dir`` if given), serve the CRDs already stored,
-create the initial namespaces (default, kube-system, kube-public, kube-node-lease) and the
-``default/kubernetes`` Service on a fresh store, install sandbus's own CRDs and then those of
-``crd_dirs`` (create or update, then wait until they are Established), start listening, then
-start the simulated node components (:mod:`.controllers`). Stop reverses it.
+create the initial namespaces (default, kube-system, kube-public, kube-node-lease), the
+``default/kubernetes`` Service and the default StorageClass ``standard`` on a fresh store,
+install sandbus's own CRDs and then those of ``crd_dirs`` (create or update, then wait until
+they are Established), start listening, then start the simulated node components
+(:mod:`.controllers`). Stop reverses it.
 
 sandbus's CRDs are generated from the API types at start (:func:`api.crd.crd_for` over
 :data:`api.kinds.ALL_KINDS`), not read from ``deploy/crds``: the types are the source of truth
@@ -44,6 +45,7 @@ from aiohttp import web
 from devtools.cluster.apirules.builtins import register_builtins
 from devtools.cluster.apirules.errors import StatusError
 from devtools.cluster.apirules.resources import Registry
+from devtools.cluster.apirules.storageclasses import DEFAULT_STORAGE_CLASS
 from devtools.cluster.controllers.lifecycle import CRD_STORAGE, Lifecycle
 from devtools.cluster.controllers.plug import (
     ControllerContext,
@@ -257,6 +259,10 @@ class DevCluster:
             },
         }
         await self.writer.create(Target(services, "default"), kubernetes, _SYSTEM)
+        storage_classes = self.registry.lookup("storage.k8s.io", "v1", "storageclasses")
+        assert storage_classes is not None
+        default_class = copy.deepcopy(DEFAULT_STORAGE_CLASS)
+        await self.writer.create(Target(storage_classes), default_class, _SYSTEM)
 
     async def install_crds(self, paths: Iterable[Path | str]) -> list[str]:
         """Create or update the CRDs found in ``paths`` and wait until they are served."""

@@ -36,11 +36,14 @@ from devtools.cluster.apirules.errors import (
 from devtools.cluster.apirules.meta import (
     dns1035_label_errors,
     dns1123_label_errors,
+    dns1123_subdomain_errors,
     path_segment_errors,
+    qualified_name_errors,
 )
 from devtools.cluster.apirules.pods import PodStrategy, default_pod_spec
 from devtools.cluster.apirules.resources import ResourceType
 from devtools.cluster.apirules.selectors import LabelSelector, SelectorError, field_selectors_for
+from devtools.cluster.apirules.storageclasses import admit_default_class, storage_class_type
 from devtools.cluster.apirules.strategy import Strategy, WriteContext
 
 if TYPE_CHECKING:
@@ -258,6 +261,10 @@ class PersistentVolumeClaimStrategy(Strategy):
             spec.setdefault("volumeMode", "Filesystem")
         return []
 
+    def prepare_for_create(self, rtype: ResourceType, obj: Json, ctx: WriteContext) -> None:
+        admit_default_class(obj, ctx)  # the DefaultStorageClass admission plugin
+        super().prepare_for_create(rtype, obj, ctx)
+
     def initial_status(self, rtype: ResourceType, obj: Json) -> Json | None:
         return {"phase": "Pending"}
 
@@ -430,11 +437,179 @@ def event_from_events_v1(obj: Json) -> Json:
     return out
 
 
+_EVENT_LIMITS = (("reportingInstance", 128), ("action", 128), ("reason", 128))
+_NOTE_LENGTH_LIMIT = 1024
+_EVENT_IMMUTABLE = (
+    # ValidateEventUpdate's order; paths name the internal (core/v1) fields, as upstream's do
+    "involvedObject",
+    "reason",
+    "message",
+    "source",
+    "firstTimestamp",
+    "lastTimestamp",
+    "count",
+    "type",
+    "eventTime",
+    "action",
+    "related",
+    "reportingComponent",
+    "reportingInstance",
+)
+
+
+def _event_qualified_name_errors(value: str) -> list[str]:
+    """IsQualifiedName, whose empty name fails both the emptiness and the pattern check."""
+    if not value:
+        return [
+            "name part must be non-empty",
+            qualified_name_errors("-")[-1],
+        ]
+    return qualified_name_errors(value)
+
+
+def _legacy_event_causes(event: Json, controller_field: str) -> list[Cause]:
+    """``legacyValidateEvent`` (pkg/apis/core/validation/events.go) on an Event in the stored
+    (core/v1) shape; ``controller_field`` is how the request's version names the reporter."""
+    causes: list[Cause] = []
+    namespace = (event.get("metadata") or {}).get("namespace") or ""
+    involved = event.get("involvedObject")
+    involved_ns = str((involved if isinstance(involved, dict) else {}).get("namespace") or "")
+    mismatch = field_invalid(
+        "involvedObject.namespace", involved_ns, "does not match event.namespace"
+    )
+    if not event.get("eventTime"):
+        if not involved_ns:
+            if namespace not in ("", "default"):
+                causes.append(mismatch)
+        elif namespace != involved_ns:
+            causes.append(mismatch)
+        return causes
+    if not involved_ns and namespace not in ("default", "kube-system"):
+        causes.append(mismatch)
+    controller = str(event.get("reportingComponent") or "")
+    if not controller:
+        causes.append(field_required(controller_field))
+    causes += [
+        field_invalid(controller_field, controller, e)
+        for e in _event_qualified_name_errors(controller)
+    ]
+    for key, limit in _EVENT_LIMITS:
+        value = str(event.get(key) or "")
+        if not value:
+            causes.append(field_required(key))
+        if len(value.encode()) > limit:
+            causes.append(field_invalid(key, "", f"can have at most {limit} characters"))
+    if len(str(event.get("message") or "").encode()) > _NOTE_LENGTH_LIMIT:
+        causes.append(
+            field_invalid("message", "", f"can have at most {_NOTE_LENGTH_LIMIT} characters")
+        )
+    return causes
+
+
+def _event_series_causes(event: Json) -> list[Cause]:
+    series = event.get("series")
+    if not isinstance(series, dict):
+        return []
+    causes: list[Cause] = []
+    count = series.get("count")
+    if not isinstance(count, int) or count < 2:
+        causes.append(field_invalid("series.count", "", "should be at least 2"))
+    if not series.get("lastObservedTime"):
+        causes.append(field_required("series.lastObservedTime"))
+    return causes
+
+
+def _event_v1_create_causes(event: Json) -> list[Cause]:
+    """What ``ValidateEventCreate`` adds for events.k8s.io/v1 (strict) on top of the legacy
+    rules: a DNS-subdomain name, a sane series, eventTime, a Normal/Warning type, and none of
+    the deprecated core/v1 fields."""
+    meta = event.get("metadata") or {}
+    causes = [
+        field_invalid("metadata.name", meta["name"], e)
+        for e in (dns1123_subdomain_errors(meta["name"]) if meta.get("name") else [])
+    ]
+    causes += _event_series_causes(event)
+    if not event.get("eventTime"):
+        causes.append(field_required("eventTime"))
+    kind = event.get("type")
+    if kind not in ("Normal", "Warning"):
+        shown = "" if kind is None else kind
+        causes.append(field_invalid("type", "", f"has invalid value: {shown}"))
+    for key in ("firstTimestamp", "lastTimestamp"):
+        if event.get(key):
+            causes.append(field_invalid(key, "", "needs to be unset"))
+    if event.get("count"):
+        causes.append(field_invalid("count", "", "needs to be unset"))
+    source = event.get("source")
+    if isinstance(source, dict) and (source.get("component") or source.get("host")):
+        causes.append(field_invalid("source", "", "needs to be unset"))
+    return causes
+
+
+def _event_v1_update_causes(new: Json, old: Json) -> list[Cause]:
+    """What ``ValidateEventUpdate`` adds for events.k8s.io/v1: a changed series is validated,
+    and nothing an Event says may change (eventTime only below a microsecond)."""
+    causes = _event_series_causes(new) if new.get("series") != old.get("series") else []
+    for key in _EVENT_IMMUTABLE:
+        before, after = old.get(key), new.get(key)
+        if key == "eventTime" and _micro_time(before) == _micro_time(after):
+            continue
+        if key == "count":
+            before, after = before or 0, after or 0
+        elif key != "eventTime":
+            before, after = before or None, after or None
+        if before != after:
+            name = "reportingController" if key == "reportingComponent" else key
+            causes.append(field_invalid(name, new.get(key), "field is immutable"))
+    return causes
+
+
+def _micro_time(value: Any) -> str:
+    """A MicroTime to the microsecond (what an update of eventTime may not change)."""
+    text = str(value or "")
+    if "." not in text:
+        return text.removesuffix("Z")
+    whole, fraction = text.split(".", 1)
+    digits = "".join(c for c in fraction if c.isdigit())
+    return f"{whole}.{digits[:6].ljust(6, '0')}"
+
+
 class EventStrategy(Strategy):
+    """``registry/core/event``: ``ValidateEventCreate`` / ``ValidateEventUpdate`` for the
+    request's version. core/v1 gets only the legacy rules (a namespace that matches the
+    involved object's; with eventTime set, a reporter, action and reason within their limits);
+    events.k8s.io/v1 adds the strict ones (eventTime required, type Normal or Warning, a valid
+    series, the deprecated fields unset, a DNS-subdomain name, and immutability on update).
+    The rules read the stored (core/v1) shape; an events.k8s.io/v1 body is converted first."""
+
     allow_create_on_update = True
 
     def name_errors(self, name: str, prefix: bool) -> list[str]:
         return path_segment_errors(name, prefix)
+
+    @staticmethod
+    def _internal(rtype: ResourceType, obj: Json) -> tuple[Json, bool, str]:
+        if rtype.group == "events.k8s.io":
+            return event_from_events_v1(obj), True, "reportingController"
+        return obj, False, "reportingComponent"
+
+    def validate(self, rtype: ResourceType, obj: Json, ctx: WriteContext) -> list[Cause]:
+        event, strict, controller_field = self._internal(rtype, obj)
+        causes = _legacy_event_causes(event, controller_field)
+        if strict:
+            causes += _event_v1_create_causes(event)
+        # BeforeCreate checks the generic metadata only once the strategy's rules pass.
+        return causes or super().validate(rtype, obj, ctx)
+
+    def validate_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> list[Cause]:
+        event, strict, controller_field = self._internal(rtype, new)
+        causes = super().validate_update(rtype, new, old, ctx)
+        causes += _legacy_event_causes(event, controller_field)
+        if strict:
+            causes += _event_v1_update_causes(event, self._internal(rtype, old)[0])
+        return causes
 
 
 # -- nodes, leases -----------------------------------------------------------------------------
@@ -453,8 +628,41 @@ class NodeStrategy(Strategy):
         return {}
 
 
+def _lease_spec_causes(spec: Any) -> list[Cause]:
+    """``ValidateLeaseSpec`` (pkg/apis/coordination/validation): a positive duration and
+    non-negative transitions when set. (strategy and preferredHolder belong to the
+    CoordinatedLeaderElection gate, off by default, and are not checked here.)"""
+    if not isinstance(spec, dict):
+        return []
+    causes: list[Cause] = []
+    duration = spec.get("leaseDurationSeconds")
+    if isinstance(duration, int) and not isinstance(duration, bool) and duration <= 0:
+        causes.append(
+            field_invalid("spec.leaseDurationSeconds", duration, "must be greater than 0")
+        )
+    transitions = spec.get("leaseTransitions")
+    if isinstance(transitions, int) and not isinstance(transitions, bool) and transitions < 0:
+        causes.append(
+            field_invalid(
+                "spec.leaseTransitions", transitions, "must be greater than or equal to 0"
+            )
+        )
+    return causes
+
+
 class LeaseStrategy(Strategy):
+    """``registry/coordination/lease``: ``ValidateLease`` / ``ValidateLeaseUpdate``."""
+
     allow_create_on_update = True
+
+    def validate(self, rtype: ResourceType, obj: Json, ctx: WriteContext) -> list[Cause]:
+        return super().validate(rtype, obj, ctx) + _lease_spec_causes(obj.get("spec"))
+
+    def validate_update(
+        self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
+    ) -> list[Cause]:
+        causes = super().validate_update(rtype, new, old, ctx)
+        return causes + _lease_spec_causes(new.get("spec"))
 
 
 # -- jobs --------------------------------------------------------------------------------------
@@ -892,6 +1100,7 @@ def builtin_types() -> list[ResourceType]:
             strategy=NetworkPolicyStrategy(),
             short_names=("netpol",),
         ),
+        storage_class_type(),
         ResourceType(
             "apiextensions.k8s.io",
             "v1",

@@ -40,6 +40,10 @@ What the runtime simulates:
   stage of :mod:`devtools.cluster.controllers.kubelet.stages`). A container that runs a real task
   executor (:mod:`devtools.cluster.controllers.kubelet.executor`) has its process stopped once its
   exit shows, and a new one started for the restarted container, before which the Pod is not Ready.
+- A shell's ``exit N`` (``sh -c 'exit 3'``, also ``bash``/``ash``/``dash``; the first ``exit``
+  of a script of ``;``-, ``&&``- or newline-separated commands) exits ``N`` modulo 256, as the
+  kubelet reports it (``NonZeroExitCode``, so ``kubectl exec`` exits N too); ``false`` (bare or in
+  a shell) exits 1, a bare ``exit`` 0.
 - Any other command exits 0 with no output.
 - Failure injection, as the kubelet's by annotation (``devcluster.sandbus.io/fail``): a Pod
   annotated ``devcluster.sandbus.io/exec-exit-code: "N"`` (1-255) has every exec exit N, with a
@@ -101,7 +105,39 @@ def run_command(command: Sequence[str], pod: Mapping[str, Any]) -> CommandOutcom
     if injected.isdigit() and 1 <= int(injected) <= 255:
         message = f"devcluster: exit code {injected} injected by {EXEC_EXIT_CODE_ANNOTATION}\n"
         return CommandOutcome(int(injected), stderr=message.encode())
+    exit_code = _shell_exit_code(command)
+    if exit_code:
+        return CommandOutcome(exit_code)
     return CommandOutcome(0, pid1_exit=_pid1_exit(command))
+
+
+def _shell_exit_code(command: Sequence[str]) -> int:
+    """The exit code of ``false``, or of a shell script that reaches ``exit N`` or ends in
+    ``false`` (0 otherwise, and for what is not simulated: pipes, ``||``, variables)."""
+    argv = list(command)
+    if argv and argv[0].rsplit("/", 1)[-1] == "false":
+        return 1
+    if not (len(argv) == 3 and argv[0].rsplit("/", 1)[-1] in _SHELLS and argv[1] == "-c"):
+        return 0
+    try:
+        lexer = shlex.shlex(argv[2].replace("\n", ";"), posix=True, punctuation_chars=";&|")
+        words = list(lexer)
+    except ValueError:
+        return 0
+    segments: list[list[str]] = [[]]
+    for word in words:
+        if word in (";", "&&"):
+            segments.append([])
+        elif set(word) <= set(";&|"):
+            return 0  # a pipe, "||" or "&": not simulated
+        else:
+            segments[-1].append(word)
+    segments = [segment for segment in segments if segment]
+    for segment in segments:  # the shell stops at the first ``exit``
+        if segment[0] == "exit" and len(segment) <= 2:
+            code = segment[1] if len(segment) == 2 else "0"
+            return int(code) % 256 if code.isdigit() else 0
+    return 1 if segments and segments[-1] == ["false"] else 0
 
 
 def _pid1_exit(command: Sequence[str]) -> int | None:

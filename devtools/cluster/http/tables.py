@@ -349,6 +349,27 @@ def _event_cells(obj: Json, now: datetime) -> list[Any]:
     ]
 
 
+def _storage_class_cells(obj: Json, now: datetime) -> list[Any]:
+    """printers.go ``printStorageClass``: the default class's name says ``(default)``."""
+    meta = obj["metadata"]
+    annotations = meta.get("annotations") or {}
+    default = any(
+        annotations.get(k) == "true"
+        for k in (
+            "storageclass.kubernetes.io/is-default-class",
+            "storageclass.beta.kubernetes.io/is-default-class",
+        )
+    )
+    return [
+        meta["name"] + (" (default)" if default else ""),
+        obj.get("provisioner", ""),
+        obj.get("reclaimPolicy") or "Delete",
+        obj.get("volumeBindingMode") or "Immediate",
+        bool(obj.get("allowVolumeExpansion")),
+        _age(meta.get("creationTimestamp"), now),
+    ]
+
+
 def _builtin(
     rtype: ResourceType,
 ) -> tuple[list[Json], Callable[[Json, datetime], list[Any]]] | None:
@@ -435,6 +456,15 @@ def _builtin(
         return [name, _column("Holder"), age], _simple(
             lambda o: (o.get("spec") or {}).get("holderIdentity", "")
         )
+    if key == ("storage.k8s.io", "storageclasses"):
+        return [
+            name,
+            _column("Provisioner"),
+            _column("ReclaimPolicy"),
+            _column("VolumeBindingMode"),
+            _column("AllowVolumeExpansion", "boolean"),
+            age,
+        ], _storage_class_cells
     if key == ("networking.k8s.io", "networkpolicies"):
         return [name, _column("Pod-Selector"), age], _simple(
             lambda o: (

@@ -42,6 +42,7 @@ from devtools.cluster.apirules.deletion import (
     validate_delete_options,
 )
 from devtools.cluster.apirules.errors import Cause, StatusError, field_invalid
+from devtools.cluster.apirules.knownfields import unknown_fields
 from devtools.cluster.apirules.meta import (
     generate_name,
     new_uid,
@@ -224,8 +225,13 @@ class Writer:
             )
 
     def _normalize(self, rtype: ResourceType, obj: Json, opts: WriteOptions) -> list[str]:
-        """Decode-time defaulting/pruning plus the fieldValidation verdict on unknown fields."""
-        dropped = rtype.strategy.normalize(rtype, obj)
+        """Decode-time defaulting/pruning plus the fieldValidation verdict on unknown fields:
+        a built-in kind's strict decode (:mod:`~devtools.cluster.apirules.knownfields`), then
+        the strategy's defaults (a custom resource's schema prunes there)."""
+        dropped = (
+            [] if rtype.custom else unknown_fields(rtype.group, rtype.version, rtype.kind, obj)
+        )
+        dropped += rtype.strategy.normalize(rtype, obj)
         if not dropped or opts.field_validation == "Ignore":
             return []
         if opts.field_validation == "Strict":

@@ -369,6 +369,42 @@ async def test_kubectl_exec_kill_1(
     assert "command terminated with exit code 7" in err
 
 
+@pytest.mark.skipif(not KUBECTL.exists(), reason=f"no kubectl at {KUBECTL}")
+async def test_a_shell_exit_code_is_the_exec_exit_code(
+    cluster: DevCluster, http: aiohttp.ClientSession, kube: KubeApi, tmp_path: Path
+) -> None:
+    """``sh -c 'exit 3'``: the status channel carries NonZeroExitCode with the ExitCode cause
+    "3", as the kubelet writes it, so kubectl exits 3 and KubeApi.exec sees 3; ``false`` exits
+    1; ``exit 0`` and ``exit`` succeed. Nothing changes in the Pod."""
+    before = await running_pod(http, pod())
+    code, out, err = await kubectl(
+        cluster, tmp_path, "exec", "p", "-c", "main", "--", "sh", "-c", "exit 3"
+    )
+    assert (code, out) == (3, "")
+    assert "command terminated with exit code 3" in err
+    result = await kube.exec(NS, "p", "main", ["sh", "-c", "exit 3"])
+    assert (result.exit_code, result.succeeded) == (3, False)
+    assert result.message == (
+        "command terminated with non-zero exit code: error executing command "
+        "[sh -c exit 3], exit code 3"
+    )
+    assert (
+        await kube.exec(NS, "p", "main", ["/bin/bash", "-c", "echo hi\nexit 300"])
+    ).exit_code == 44
+    assert (await kube.exec(NS, "p", "main", ["false"])).exit_code == 1
+    for command in (["sh", "-c", "exit 0"], ["sh", "-c", "exit"], ["true"]):
+        assert (await kube.exec(NS, "p", "main", command)).exit_code == 0
+    assert await kubectl(
+        cluster, tmp_path, "exec", "p", "-c", "main", "--", "sh", "-c", "exit 0"
+    ) == (
+        0,
+        "",
+        "",
+    )
+    after = await current(http, "p")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
 async def test_the_exec_action_reports_its_outcome_as_a_note(
     http: aiohttp.ClientSession, kube: KubeApi
 ) -> None:
