@@ -41,6 +41,9 @@ from api.meta import (
 __all__ = [
     "EXTENSIONS_GROUP",
     "GROUP",
+    "REASON_INVALID_CONFIGURATION",
+    "SERVICE_NAME_LENGTH",
+    "SERVICE_NAME_MAX_LENGTH",
     "VERSION",
     "ClaimEnvVar",
     "ClaimLifecycle",
@@ -72,6 +75,7 @@ __all__ = [
     "UpdateStrategyType",
     "VolumeClaimTemplatesPolicy",
     "WarmPoolUpdateStrategy",
+    "service_name_too_long",
 ]
 
 GROUP: Final = "agents.x-k8s.io"
@@ -159,6 +163,32 @@ VOLUME_CLAIM_TEMPLATES_IMMUTABLE = cel(
 )
 
 
+SERVICE_NAME_MAX_LENGTH: Final = 63
+"""A Sandbox's Service is named like the Sandbox, and a Service name is a DNS label."""
+
+REASON_INVALID_CONFIGURATION: Final = "InvalidConfiguration"
+"""The Sandbox's Ready=False reason for a spec the controller cannot act on (upstream v1.0.4):
+terminal, nothing is retried until the spec changes. A claim forwards it, and the SDK fails fast
+on it."""
+
+
+SERVICE_NAME_LENGTH: Final = (
+    "!has(self.spec.service) || !self.spec.service || "
+    f"size(self.metadata.name) <= {SERVICE_NAME_MAX_LENGTH}",
+    f"metadata.name must be at most {SERVICE_NAME_MAX_LENGTH} characters when spec.service is "
+    "true: the Sandbox's Service takes its name",
+)
+"""The rule at the root of the Sandbox CRD (upstream v1.0.6): with ``spec.service`` true, the
+name must fit a Service's, which is a DNS label; without, any object name will do. On an update
+too, so turning the Service on under a long name is refused."""
+
+
+def service_name_too_long(name: str, service: bool | None) -> bool:
+    """Whether a Sandbox of this name and ``spec.service`` is one :data:`SERVICE_NAME_LENGTH`
+    refuses."""
+    return service is True and len(name) > SERVICE_NAME_MAX_LENGTH
+
+
 class SandboxStatus(Spec, kw_only=True):
     """The observed state of a Sandbox."""
 
@@ -182,6 +212,7 @@ class Sandbox(Resource, kw_only=True):
         singular="sandbox",
         short_names=("sandbox",),
         printer_columns=(_READY_STATUS, _READY_REASON, _AGE),
+        validations=(SERVICE_NAME_LENGTH,),
     )
 
     spec: Annotated[SandboxSpec, VOLUME_CLAIM_TEMPLATES_IMMUTABLE]
@@ -343,6 +374,9 @@ class SandboxWarmPoolStatus(Spec, kw_only=True):
     selector: str | None = None
     """``agents.x-k8s.io/warm-pool-sandbox=<NameHash(pool name)>``."""
     observed_generation: Annotated[Int64, msgspec.Meta(ge=0)] | None = None
+    conditions: list[Condition] | None = None
+    """sandbus's own: ``Progressing=False`` while the pool cannot make progress, with the
+    reason (docs/conditions.md). Upstream's pool status has none; its Events are the same."""
 
 
 class SandboxWarmPool(Resource, kw_only=True):

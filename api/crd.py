@@ -23,7 +23,9 @@ The rewrite rules, one per thing msgspec expresses differently from Kubernetes:
   former).
 * ``title`` is dropped; docstrings become ``description``.
 * The root's ``apiVersion``, ``kind`` and ``metadata`` are the standard ``type: string`` /
-  ``type: object``: the API server owns their validation.
+  ``type: object``: the API server owns their validation. Rules about the whole object
+  (:attr:`~api.meta.KindInfo.validations`, which may read ``self.metadata.name``) go on the
+  root.
 
 The files are YAML with sorted keys, so the output is deterministic and diffs stay readable.
 """
@@ -103,6 +105,10 @@ def openapi_schema(resource_type: type[Resource]) -> dict[str, Any]:
     properties["apiVersion"] = {"description": _API_VERSION_DESCRIPTION, "type": "string"}
     properties["kind"] = {"description": _KIND_DESCRIPTION, "type": "string"}
     properties["metadata"] = {"type": "object"}
+    if resource_type.KIND.validations:
+        root["x-kubernetes-validations"] = [
+            {"message": message, "rule": rule} for rule, message in resource_type.KIND.validations
+        ]
     return root
 
 

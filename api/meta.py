@@ -28,7 +28,7 @@ The markers below carry the OpenAPI vocabulary that Python types cannot express:
   wrote so that it round-trips byte for byte.
 * :data:`Int32` / :data:`Int64` — ``format: int32`` / ``int64``, as controller-gen writes them.
 * :data:`ATOMIC`, :data:`LIST_SET`, :func:`list_map` — ``x-kubernetes-list-type`` (and map keys).
-* :func:`cel` — an ``x-kubernetes-validations`` rule.
+* :func:`cel` — ``x-kubernetes-validations`` rules.
 
 :func:`json_type` names a JSON value's type as a schema does (``integer``, ``object``...); the
 CRD generator and the development cluster's schema validation both use it.
@@ -103,10 +103,14 @@ def list_map(*keys: str) -> msgspec.Meta:
     )
 
 
-def cel(rule: str, message: str) -> msgspec.Meta:
-    """One ``x-kubernetes-validations`` rule, put on the node it constrains (a struct field)."""
+def cel(rule: str, message: str, *more: tuple[str, str]) -> msgspec.Meta:
+    """``x-kubernetes-validations`` rules, put on the node they constrain (a struct field): one
+    ``rule`` with its ``message``, and any ``more`` as (rule, message) pairs, in that order."""
+    rules = [(rule, message), *more]
     return msgspec.Meta(
-        extra_json_schema={"x-kubernetes-validations": [{"message": message, "rule": rule}]}
+        extra_json_schema={
+            "x-kubernetes-validations": [{"message": m, "rule": r} for r, m in rules]
+        }
     )
 
 
@@ -206,6 +210,10 @@ class KindInfo(msgspec.Struct, frozen=True, kw_only=True):
     status_subresource: bool = True
     scale: ScaleSubresource | None = None
     printer_columns: tuple[PrinterColumn, ...] = ()
+    validations: tuple[tuple[str, str], ...] = ()
+    """``x-kubernetes-validations`` at the root of the schema, as (rule, message) pairs: the
+    rules that read ``self.metadata`` (of which CEL sees ``name`` and ``generateName``) beside
+    the spec. A rule about one field goes on that field instead (:func:`cel`)."""
 
     @property
     def api_version(self) -> str:

@@ -11,7 +11,9 @@ Where the upstream code stops short of what the OpenSandbox documentation promis
 (``docs/opensandbox.md``), the types carry the documented shape so that the
 controllers can build it:
 
-* a ``PoolCapacityExhausted`` condition type on a BatchSandbox waiting for a Pool at poolMax;
+* a ``PoolAllocationPending`` condition type on a BatchSandbox waiting for a Pool (reason
+  ``PoolCapacityExhausted`` at poolMax, as later upstream versions spell it; ``PoolNotFound``
+  when its ``poolRef`` names no Pool);
 * ``preStart`` / ``postStop`` lifecycle hooks on a process task (:class:`ProcessLifecycle`),
   shaped as later upstream versions spell them, and ``status.taskLastErrorMessage`` to report a
   failing hook, also as later upstream versions spell it.
@@ -26,6 +28,11 @@ Deliberate differences from the upstream CRDs, each harmless to a well-formed ma
 * The schemaless fields (``template``, ``taskTemplate``, ``shardPatches``, ``shardTaskPatches``)
   say ``type: object`` (or an array of objects) where upstream gives no type at all, so a scalar
   in their place is refused instead of failing later in the controller.
+* ``capacitySpec`` carries two validation rules upstream's lacks: ``bufferMin ≤ bufferMax`` and
+  ``poolMin ≤ poolMax``. Upstream accepts inverted bounds and quietly runs at poolMax; a Pool
+  stored before the rules existed is refused by the pool worker with a condition instead.
+* A Pool's status has ``conditions`` (sandbus's own types, :data:`PoolConditionType`), which
+  upstream's lacks: a Pool that cannot make its Pods says why there.
 
 The schemaless ``taskTemplate`` stays a free-form :data:`~api.meta.Embedded` on the resource, so
 that the API server keeps whatever a newer client writes there; a controller reads it through
@@ -48,6 +55,7 @@ from api.meta import (
     PrinterColumn,
     Resource,
     Spec,
+    cel,
     list_map,
 )
 
@@ -58,6 +66,7 @@ __all__ = [
     "ANNOTATION_ENDPOINTS",
     "ANNOTATION_RESTART_CONFIG",
     "ANNOTATION_RESTART_RECORD",
+    "CAPACITY_ORDERED",
     "FINALIZER_POOL_ALLOCATION",
     "FINALIZER_SNAPSHOT_CLEANUP",
     "FINALIZER_TASK_CLEANUP",
@@ -77,6 +86,7 @@ __all__ = [
     "SERVER_LABEL_SNAPSHOT_ID",
     "SERVER_LABEL_SNAPSHOT_SCOPE",
     "SERVER_LABEL_SOURCE_SANDBOX_ID",
+    "SNAPSHOT_FORMAT_ROOTFS",
     "VERSION",
     "AllocationRecord",
     "BatchSandbox",
@@ -90,8 +100,11 @@ __all__ = [
     "ContainerSnapshot",
     "ExecAction",
     "ExecMode",
+    "KataVMState",
     "LifecycleHandler",
     "Pool",
+    "PoolCondition",
+    "PoolConditionType",
     "PoolSpec",
     "PoolStatus",
     "ProcessLifecycle",
@@ -107,6 +120,7 @@ __all__ = [
     "SandboxSnapshotSpec",
     "SandboxSnapshotStatus",
     "ScaleStrategy",
+    "SnapshotFormat",
     "TaskResourcePolicy",
     "TaskSpec",
     "TaskTemplateSpec",
@@ -126,8 +140,8 @@ ConditionStatus = Literal["True", "False"]
 
 class CapacitySpec(Spec, kw_only=True):
     """Sizes of the pool: bufferMin..bufferMax idle Ready pods are kept, and the pool holds
-    poolMin..poolMax pods in all. As upstream, nothing checks that a minimum is at most its
-    maximum."""
+    poolMin..poolMax pods in all. A minimum above its maximum is refused (:data:`CAPACITY_ORDERED`;
+    upstream checks nothing). bufferMax above poolMax is allowed: poolMax wins."""
 
     buffer_max: NonNegativeInt32
     buffer_min: NonNegativeInt32
@@ -159,15 +173,43 @@ class RecycleStrategy(Spec, kw_only=True):
     type: RecycleStrategyType = "Delete"
 
 
+CAPACITY_ORDERED: Final = cel(
+    "self.bufferMin <= self.bufferMax",
+    "bufferMin must not be greater than bufferMax",
+    ("self.poolMin <= self.poolMax", "poolMin must not be greater than poolMax"),
+)
+"""The rules on ``capacitySpec`` that upstream's CRD lacks (a deliberate difference, module doc)."""
+
+
 class PoolSpec(Spec, kw_only=True):
     """Desired state of a Pool: the warm pods' template and how many to keep."""
 
     template: Embedded | None = None
     """The warm pods' PodTemplateSpec. Not required by the CRD, yet no pod is created without it."""
-    capacity_spec: CapacitySpec
+    capacity_spec: Annotated[CapacitySpec, CAPACITY_ORDERED]
     scale_strategy: ScaleStrategy | None = None
     update_strategy: UpdateStrategy | None = None
     recycle_strategy: RecycleStrategy | None = None
+
+
+PoolConditionType = Literal[
+    # sandbus's, with Kubernetes's ReplicaSet name: the API server refuses the Pool's Pods
+    # (reason FailedCreate, the API's message).
+    "ReplicaFailure",
+    # sandbus's: a spec the pool worker cannot honour (inverted capacity bounds, no template).
+    "InvalidSpec",
+]
+"""Upstream's Pool has no conditions; these exist only while True, as OpenSandbox's do."""
+
+
+class PoolCondition(Spec, kw_only=True):
+    """A condition of a Pool; it exists only while its status is True."""
+
+    type: PoolConditionType
+    status: ConditionStatus
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: DateTime | None = None
 
 
 class PoolStatus(Spec, kw_only=True):
@@ -181,6 +223,8 @@ class PoolStatus(Spec, kw_only=True):
     allocated: Int32
     available: Int32
     updated: Int32 | None = None
+    conditions: Annotated[list[PoolCondition], list_map("type")] | None = None
+    """sandbus's: why the Pool cannot make progress, while it cannot (docs/conditions.md)."""
 
 
 class Pool(Resource, kw_only=True):
@@ -239,8 +283,12 @@ BatchSandboxConditionType = Literal[
     "PauseFailed",
     "ResumeFailed",
     "PodFailed",
-    # Documented (docs/opensandbox.md §2.10), absent upstream: the pool is at poolMax and
-    # this sandbox is still short of pods.
+    # Upstream's since #1581 (reason PoolCapacityExhausted): the sandbox waits for Pods from
+    # its Pool. sandbus also gives it reason PoolNotFound when the Pool does not exist.
+    "PoolAllocationPending",
+    # What sandbus wrote for a full Pool before it took upstream's name: accepted on read so
+    # that an object carrying it stays valid; never written, and the next status write of the
+    # sandbox removes it.
     "PoolCapacityExhausted",
     # Proposed upstream (the pool auto-assign proposal), absent from its code: no Pool fits a
     # sandbox with poolRef "*".
@@ -453,12 +501,26 @@ SandboxSnapshotPhase = Literal["Pending", "Committing", "Succeed", "Failed"]
 SandboxSnapshotConditionType = Literal["Ready", "Failed"]
 
 
+SnapshotFormat = Literal["rootfs-v1", "qemu-v1", "kata-vmstate-v1"]
+"""What a snapshot captures, as later upstream versions spell it: ``rootfs-v1`` the containers'
+root filesystems committed to images (the image-committer's commit, and the only one before
+formats existed); ``qemu-v1`` a QEMU guest's VM state (memory, vCPUs, devices) beside its rootfs;
+``kata-vmstate-v1`` a Kata Containers VM's state. sandbus commits ``rootfs-v1`` only and refuses
+the others with ``IncompatibleSnapshotFormat`` (docs/opensandbox.md §4.4)."""
+
+SNAPSHOT_FORMAT_ROOTFS: Final = "rootfs-v1"
+"""The format of a snapshot that names none: the root-filesystem commit."""
+
+
 class SandboxSnapshotSpec(Spec, kw_only=True):
-    """Desired state of a SandboxSnapshot: which sandbox to snapshot."""
+    """Desired state of a SandboxSnapshot: which sandbox to snapshot, and in which format."""
 
     sandbox_name: str
     """The BatchSandbox to snapshot, in the same namespace. Registry and credentials come from
     the controller's configuration, not from the object."""
+    format: SnapshotFormat | None = None
+    """What to capture; none means ``rootfs-v1``, what every controller did before formats
+    existed. The CRD gives no default, so an object written without it stays without it."""
 
 
 class ContainerSnapshot(Spec, kw_only=True):
@@ -467,6 +529,22 @@ class ContainerSnapshot(Spec, kw_only=True):
     container_name: str
     image_uri: str
     image_digest: str | None = None
+
+
+_PRESERVE_UNKNOWN: Final = msgspec.Meta(
+    extra_json_schema={"x-kubernetes-preserve-unknown-fields": True}
+)
+"""On an object node whose known fields are typed: keep the fields a newer writer adds."""
+
+
+class KataVMState(Spec, kw_only=True):
+    """``status.kataVMState``: where a Kata VM state snapshot is kept. The two fields are
+    upstream's; the CRD keeps any other field a newer controller writes beside them."""
+
+    snapshot_name: str | None = None
+    """The name of the Kata VM state snapshot."""
+    restore_plan_secret_name: str | None = None
+    """The Secret that holds the plan to restore it."""
 
 
 class SandboxSnapshotCondition(Spec, kw_only=True):
@@ -489,6 +567,17 @@ class SandboxSnapshotStatus(Spec, kw_only=True):
     conditions: Annotated[list[SandboxSnapshotCondition], list_map("type")] | None = None
     source_pod_name: str | None = None
     source_node_name: str | None = None
+    format: SnapshotFormat | None = None
+    """The format the images were committed in, from Committing on (sandbus: always
+    ``rootfs-v1``)."""
+    virtual_machine: Embedded | None = None
+    """A ``qemu-v1`` snapshot's VM state image (upstream: its digest, size and compatibility).
+    Its inner fields are not known here, so the CRD keeps the object as written, unpruned;
+    sandbus never writes it."""
+    kata_vm_state: Annotated[KataVMState | None, _PRESERVE_UNKNOWN] = msgspec.field(
+        default=None, name="kataVMState"
+    )
+    """A ``kata-vmstate-v1`` snapshot's Kata VM state; sandbus never writes it."""
 
 
 class SandboxSnapshot(Resource, kw_only=True):

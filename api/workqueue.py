@@ -159,11 +159,13 @@ class WorkQueue(Generic[K]):
             if key not in self._dirty:  # the triggers were kept for the pass the timer was for
                 self._triggers.pop(key, None)
 
-    def backoff(self, key: K) -> float:
-        """Schedule ``key`` after its next backoff delay, and return that delay."""
+    def backoff(self, key: K, *, at_least: float = 0.0) -> float:
+        """Schedule ``key`` after its next backoff delay (``at_least`` seconds, even above the
+        queue's maximum), and return that delay."""
         failures = self._failures.get(key, 0) + 1
         self._failures[key] = failures
         delay = min(self.base_delay * 2.0 ** min(failures - 1, 64), self.max_delay)
+        delay = max(delay, at_least)
         self.add_after(key, delay)
         return delay
 

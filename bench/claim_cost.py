@@ -18,7 +18,8 @@ claim, over that whole stretch:
 - the CPU each process spent.
 
 This is where bench/analysis.md's table of CPU per claim comes from: the figures a change
-to the claim path should move.
+to the claim path should move. ``--profile DIR`` also samples every Python process's CPU
+(``bench/cpu_profile.py``) over the claims and prints where each millisecond went.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import cpu_profile
 from claim_latency import claims_to_ready, fill_pool
 from common import Stack, progress
 
@@ -68,12 +72,20 @@ async def resource_version(http: aiohttp.ClientSession) -> int:
 
 
 async def main(args: argparse.Namespace) -> None:
+    if args.profile:
+        # Every process the stack starts inherits this one's environment.
+        os.environ.update(cpu_profile.sampling_environment(args.profile))
     stack = Stack(
         "bench-claim-cost-",
         services=("watcher", "sandbox", "pool", "claim"),
         write_latency_ms=args.write_latency_ms,
         pods=3 * args.claims + 50,
-        env={"SANDBUS_CLAIM_EVENTS": "true"},
+        # The claim's Event, as upstream writes it; the Sandbox's lifecycle Events only with
+        # --sandbox-events (upstream's default), which the claim cost of issue #28 leaves out.
+        env={
+            "SANDBUS_CLAIM_EVENTS": "true",
+            "SANDBUS_SANDBOX_EVENTS": "true" if args.sandbox_events else "false",
+        },
     )
     async with stack, aiohttp.ClientSession(base_url=stack.url) as http:
         progress(f"filling a pool of {args.claims + 20}")
@@ -82,17 +94,22 @@ async def main(args: argparse.Namespace) -> None:
         writes_before = await resource_version(http)
         streams_before = await stream_counts(stack.js)
         cpu_before = stack.cpu()
+        sampled = {name: pid for name, pid in stack.pids().items() if name != "nats-server"}
+        if args.profile:
+            cpu_profile.reset(sampled.values())
         progress(f"{args.claims} claims at once, then until the stack is quiet")
         await claims_to_ready(http, [0.0] * args.claims, 64, args.limit)
         await stack.quiet(limit=args.limit)
         cpu = stack.spent(cpu_before)
+        profiles = cpu_profile.collect(sampled, args.profile) if args.profile else {}
         writes = await resource_version(http) - writes_before
         streams = await stream_counts(stack.js)
 
     n = args.claims
     print(
         f"\n{n} claims at once from a pool of {n + 20}, with the refill they cause, write "
-        f"latency {args.write_latency_ms:g} ms, Python {sys.version.split()[0]}\n"
+        f"latency {args.write_latency_ms:g} ms, the Sandbox's lifecycle Events "
+        f"{'on' if args.sandbox_events else 'off'}, Python {sys.version.split()[0]}\n"
     )
     print(f"API writes per claim: {writes / n:.1f}\n")
     print("| stream | subject | messages per claim | bytes per claim |")
@@ -110,6 +127,11 @@ async def main(args: argparse.Namespace) -> None:
     print(f"|{'---:|' * (len(cpu) + 1)}")
     cells = " | ".join(f"{seconds / n * 1000:.1f}" for seconds in cpu.values())
     print(f"| {cells} | {sum(cpu.values()) / n * 1000:.1f} |")
+    services = ("watcher", "sandbox", "pool", "claim")
+    print(f"\nsandbus's four services: {sum(cpu[s] for s in services) / n * 1000:.1f} ms")
+    if profiles:
+        print(f"\n{cpu_profile.report(profiles, n)}")
+        print(f"\n(samples in {args.profile}; again: python bench/cpu_profile.py DIR --per {n})")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -117,6 +139,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--claims", type=int, default=200, help="claims at once (200)")
     parser.add_argument("--write-latency-ms", type=float, default=0.0, help="API write latency")
     parser.add_argument("--limit", type=float, default=300.0, help="seconds before giving up")
+    parser.add_argument(
+        "--sandbox-events",
+        action="store_true",
+        help="the sandbox worker's lifecycle Events on, as upstream's default (off: the cost "
+        "issue #28 measures)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="sample each Python process's CPU (bench/cpu_profile.py) into DIR, and print where "
+        "each millisecond went",
+    )
     return parser.parse_args(argv)
 
 

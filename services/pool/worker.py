@@ -24,7 +24,8 @@ it may adopt) and, when the Sandbox is adoptable before or after the change, its
 member on its way to Ready, or of one a claim holds, are nothing to its entry, and a restart
 reconciles every key that holds an entry); a template's change wakes every pool in its
 namespace that references it; a Pod's change wakes the pool of the Sandbox that controls it
-(the Unschedulable hold reads it). Sandboxes are indexed by the pool label, pools by template.
+(the Unschedulable hold and the scheduling gates read it). Sandboxes are indexed by the pool
+label, pools by template.
 A pool's wakes are coalesced over :data:`POOL_COALESCE`: each pass reads every member.
 
 The pool worker reports the depth of each warm queue (``sandbus_warm_queue_depth``, labels
@@ -165,7 +166,8 @@ def _named_pool(sandbox: Json) -> str | None:
 
 
 def _pool_of_members_pod(key: ObjectKey, pod: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
-    """A Pod wakes the pool of the Sandbox that controls it (the Unschedulable hold reads it)."""
+    """A Pod wakes the pool of the Sandbox that controls it (the Unschedulable hold and the
+    scheduling gates read it: a lifted gate wakes the pool)."""
     sandbox = controller_name(pod, "Sandbox", group=GROUP)
     member = cache.get(ObjectKey("Sandbox", key.namespace, sandbox)) if sandbox else None
     pool = controller_name(member, "SandboxWarmPool") if member is not None else None

@@ -38,9 +38,16 @@ It keeps each observed object packed, and unpacks it when it is read: a worker h
 object of the kinds it follows, and a Sandbox as dicts takes four times the memory of its JSON.
 Packed is that JSON compressed by zlib with the first object of its kind as the preset
 dictionary: objects of one kind share their keys and most of their values, so a Sandbox packs
-to a fifth of its JSON. While the worker is busy, the objects it read last through an index
-stay unpacked too (at most ``unpacked_limit``): a pass may read many objects that way (a
-pool's pass reads every member), and the next pass reads most of them again.
+to a fifth of its JSON. An object the bus has just delivered is not packed at once, though: it
+is kept *fresh*, as the dict the event was decoded into, until the worker rests or more than
+``fresh_limit`` objects are fresh (then the oldest is packed). A change comes in a run (a
+claimed Sandbox changes four times within a second, and each change is read by the pass it
+wakes), so packing every version and unpacking it for the pass was most of what a delivered
+event cost a worker; packed once when its run is over, an object costs one packing.
+
+While the worker is busy, the objects it read last through an index stay unpacked too (at most
+``unpacked_limit``): a pass may read many objects that way (a pool's pass reads every member),
+and the next pass reads most of them again.
 :meth:`ObjectCache.rest` lets them go when the worker has nothing to do. The answers to our
 own writes are short-lived and stay as they came.
 
@@ -138,6 +145,7 @@ class ObjectCache:
         label_indexes: Iterable[tuple[str, str]] = (),
         written_ttl: float = 30.0,
         unpacked_limit: int = 2048,
+        fresh_limit: int = 2048,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._label_indexes: dict[str, tuple[str, ...]] = defaultdict(tuple)
@@ -145,10 +153,14 @@ class ObjectCache:
             self._label_indexes[kind] += (label,)
         self._written_ttl = written_ttl
         self._clock = clock
-        self._observed: dict[ObjectKey, tuple[str, bytes]] = {}
-        """Each object's resourceVersion, and the object packed (or its JSON, when loose)."""
+        self._observed: dict[ObjectKey, tuple[str, bytes | Json]] = {}
+        """Each object's resourceVersion, and the object: packed, its JSON (loose) or the dict
+        its event was decoded into (fresh)."""
         self._loose: set[ObjectKey] = set()
         """The keys whose object is held as its JSON, not packed yet."""
+        self._fresh: dict[ObjectKey, None] = {}
+        """The keys whose object is held as a dict, not packed yet (oldest first)."""
+        self._fresh_limit = fresh_limit
         self._packer = _Packer()
         self._unpacked: dict[ObjectKey, tuple[bytes, Json]] = {}
         """Objects read lately, with the packed form they came from (oldest first)."""
@@ -192,6 +204,8 @@ class ObjectCache:
         held = self._observed.get(key)
         if held is None:
             return None
+        if not isinstance(held[1], bytes):
+            return held[1]
         unpacked = self._unpacked.get(key)
         if unpacked is not None and unpacked[0] is held[1]:
             return unpacked[1]
@@ -304,7 +318,7 @@ class ObjectCache:
         labels: Mapping[str, Any],
         controller: Mapping[str, Any] | None,
     ) -> bool:
-        """``held``: the object, to pack, or its JSON, to keep loose."""
+        """``held``: the object, to keep fresh, or its JSON, to keep loose."""
         current = self._observed.get(key)
         if current is not None:
             order = compare_resource_versions(version, current[0])
@@ -312,13 +326,17 @@ class ObjectCache:
                 return False
         self._unpacked.pop(key, None)
         self._loose.discard(key)
+        self._fresh.pop(key, None)
         if change == "deleted":
             self._observed.pop(key, None)
-        elif isinstance(held, bytes):
-            self._observed[key] = (version, held)
-            self._loose.add(key)
         else:
-            self._observed[key] = (version, self._packer.pack(key.kind, held))
+            self._observed[key] = (version, held)
+            if isinstance(held, bytes):
+                self._loose.add(key)
+            else:
+                self._fresh[key] = None
+                if len(self._fresh) > self._fresh_limit:
+                    self._pack(next(iter(self._fresh)))
         written = self._written.get(key)
         if written is not None and self._supersedes(change, uid, version, written):
             del self._written[key]
@@ -330,16 +348,22 @@ class ObjectCache:
 
     @property
     def loose(self) -> int:
-        """How many objects are held as their JSON, not packed yet."""
-        return len(self._loose)
+        """How many objects are not packed yet: loose (their JSON) or fresh (a dict)."""
+        return len(self._loose) + len(self._fresh)
 
     def pack_loose(self, limit: int) -> bool:
-        """Pack up to ``limit`` of the objects kept loose; True while some are left."""
-        for _ in range(min(limit, len(self._loose))):
-            key = self._loose.pop()
-            version, raw = self._observed[key]
-            self._observed[key] = (version, self._packer.pack_json(key.kind, raw))
-        return bool(self._loose)
+        """Pack up to ``limit`` of the objects kept fresh or loose; True while some are left."""
+        for _ in range(min(limit, self.loose)):
+            self._pack(next(iter(self._fresh)) if self._fresh else self._loose.pop())
+        return bool(self.loose)
+
+    def _pack(self, key: ObjectKey) -> None:
+        self._fresh.pop(key, None)
+        version, held = self._observed[key]
+        if isinstance(held, bytes):
+            self._observed[key] = (version, self._packer.pack_json(key.kind, held))
+        else:
+            self._observed[key] = (version, self._packer.pack(key.kind, held))
 
     @staticmethod
     def _supersedes(change: Change, uid: str, version: str, written: _Written) -> bool:

@@ -16,26 +16,42 @@ message (:func:`classify`, pure):
   attribute), then the message is acked so it is not redelivered.
 - **a well-formed event of a type this version does not know** → skipped (acked) by default:
   a newer producer is not a broken one. ``unknown_types="dead-letter"`` dead-letters those too.
+- **not wanted** (``wanted``, asked before anything is decoded, says the consumer has no use
+  for it) → acked and counted as filtered.
 - **the handler raises** → the message is nak'ed with a growing delay and redelivered; after
   ``max_deliver`` deliveries it is dead-lettered with the handler's error as the reason. A
   poison message therefore costs a few retries, not the consumer.
 
 Dead-lettering happens *before* the ack: a crash in between redelivers the message, and the
 dead letter's ``Nats-Msg-Id`` (stream and sequence) makes the second dead letter a no-op.
+
+**Pulling, without nats-py's fetch.** Every message a worker consumes came through here, and
+nats-py's ``fetch`` spends two tasks and a random id on each message it waits for, and a
+request per batch: 120-140 µs of CPU per message trickling in, against 50 µs for the loop here
+(measured in isolation, with 2 KB messages). :class:`_Pulls` keeps pull requests of ``batch``
+messages waiting at the server (JetStream's pull protocol: a request on
+``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`` with a reply inbox, which the server answers
+with messages as they come, until the batch is full or the request expires with a 408 status
+saying how many it did not fill) and asks for more when half of them have arrived; the
+messages land on one subscription's callback and are handled in order by the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Final, Literal
 
+import msgspec
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from events.codec import EventDecodeError, UnknownEventType, decode_event, nats_subject
 from events.types import Event
@@ -47,6 +63,10 @@ __all__ = ["ConsumeStats", "consume_events"]
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Event, Msg], Awaitable[None]]
+
+PULL_EXPIRES: Final = 5.0
+"""Seconds a pull request waits at the server for messages before it expires (and is
+renewed): how soon a pull lost with a connection is noticed."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +117,8 @@ class ConsumeStats:
     handled: int = 0
     dead_lettered: int = 0
     skipped: int = 0
+    filtered: int = 0
+    """Messages ``wanted`` turned away before decoding them."""
     retried: int = 0
     pending: int = 0
     """Messages the consumer had not delivered yet when it last fetched: its lag."""
@@ -117,6 +139,7 @@ async def consume_events(
     unknown_types: Literal["skip", "dead-letter"] = "skip",
     stats: ConsumeStats | None = None,
     started: asyncio.Event | None = None,
+    wanted: Callable[[str, bytes], bool] | None = None,
 ) -> None:
     """Run a pull consumer on the event log until cancelled, handling or dead-lettering each
     message. With ``durable`` the consumer is shared by every replica that names it (each
@@ -137,34 +160,143 @@ async def consume_events(
         filter_subject=filter_subjects[0] if len(filter_subjects) == 1 else None,
         inactive_threshold=None if durable else 300.0,
     )
-    sub = await js.pull_subscribe(
-        filter_subjects[0], durable=durable, stream=bus.event_log_stream, config=config
-    )
+    consumer = await _consumer(js, bus.event_log_stream, config, durable)
+    pulls = _Pulls(js, bus.event_log_stream, consumer, batch)
+    await pulls.subscribe()
     if started is not None:
         started.set()
     try:
         while True:
-            # Each pass through nats-py (fetch, ack, nak, dead letter) may have lost a cancel.
+            # Each pass through nats-py (pull, ack, nak, dead letter) may have lost a cancel.
             honour_lost_cancellation()
             try:
-                messages = await sub.fetch(batch, timeout=5.0)
-            except TimeoutError:
-                continue
+                messages = await pulls.next_messages()
             except NatsError as error:
                 honour_lost_cancellation()
-                log.warning("%s: fetching events: %r", rejected_by, error)
+                log.warning("%s: pulling events: %r", rejected_by, error)
                 await asyncio.sleep(0.5)
                 continue
             honour_lost_cancellation()
             for msg in messages:
+                if wanted is not None and not wanted(msg.subject, msg.data):
+                    stats.filtered += 1
+                    await msg.ack()
+                    continue
                 await _process(js, msg, handle, rejected_by, bus, max_deliver, unknown_types, stats)
             if messages:
                 stats.pending = messages[-1].metadata.num_pending
     finally:
         try:
-            await sub.unsubscribe()
+            await pulls.unsubscribe()
         except (NatsError, TimeoutError) as error:
             log.debug("%s: unsubscribing: %r", rejected_by, error)
+
+
+async def _consumer(
+    js: JetStreamContext, stream: str, config: ConsumerConfig, durable: str | None
+) -> str:
+    """The name of the consumer to pull from: the durable when it exists, else one made."""
+    if durable is not None:
+        try:
+            await js.consumer_info(stream, durable)
+            return durable
+        except NotFoundError:
+            pass
+    info = await js.add_consumer(stream, config)
+    return info.name
+
+
+class _PullStatus(msgspec.Struct):
+    """What a pull request's status answer says (JetStream's headers)."""
+
+    code: str
+    description: str
+    unfilled: int | None
+
+
+class _Pulls:
+    """Pull requests kept waiting at the server, and the messages they bring (module doc)."""
+
+    def __init__(self, js: JetStreamContext, stream: str, consumer: str, batch: int) -> None:
+        self._nc: Client = js._nc  # the connection the context uses: its inbox, its requests
+        self._next = f"{js._prefix}.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+        self._batch = batch
+        self._inbox = self._nc.new_inbox()
+        self._arrived: list[Msg] = []
+        self._ready = asyncio.Event()
+        self._subscription: Any = None
+        self._outstanding = 0
+        """Messages asked for and not arrived, of requests not expired."""
+        self._expires_at = 0.0
+        """When the latest request expires: by then its 408 has come, or it was lost."""
+        self._refused: str | None = None
+        """Why the server ended every request (a 409 or 503), told on the next call."""
+
+    async def subscribe(self) -> None:
+        self._subscription = await self._nc.subscribe(self._inbox, cb=self._arrive)
+
+    async def unsubscribe(self) -> None:
+        if self._subscription is not None:
+            await self._subscription.unsubscribe()
+
+    async def _arrive(self, msg: Msg) -> None:
+        self._arrived.append(msg)
+        self._ready.set()
+
+    async def next_messages(self) -> list[Msg]:
+        """The messages that arrived (at least one, or none once a request expired); raises
+        when the server ended the requests (the consumer deleted, JetStream unavailable), after
+        handing over what arrived before."""
+        if self._refused is not None:
+            refused, self._refused = self._refused, None
+            raise NatsError(f"the consumer answered {refused}")
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._expires_at:
+            self._outstanding = 0  # expired: its 408 came, or it was lost with a connection
+        if self._outstanding <= self._batch // 2:
+            await self._nc.publish(
+                self._next, _pull_request(self._batch - self._outstanding), reply=self._inbox
+            )
+            self._outstanding = self._batch
+            self._expires_at = loop.time() + PULL_EXPIRES
+        if not self._arrived:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(self._expires_at + _EXPIRY_MARGIN):
+                    await self._ready.wait()
+        self._ready.clear()
+        arrived, self._arrived = self._arrived, []
+        messages = []
+        for msg in arrived:
+            status = _status_of(msg)
+            if status is None:
+                self._outstanding = max(0, self._outstanding - 1)
+                messages.append(msg)
+            elif status.code == "408":  # a request expired with this many unfilled
+                self._outstanding = max(0, self._outstanding - (status.unfilled or 0))
+            elif status.code != "100":  # not a heartbeat: the requests are gone
+                self._outstanding = 0
+                self._refused = f"{status.code} {status.description}"
+        return messages
+
+
+_EXPIRY_MARGIN: Final = 1.0
+"""Seconds a request's 408 may take to arrive after it expired."""
+
+
+def _pull_request(batch: int) -> bytes:
+    return msgspec.json.encode({"batch": batch, "expires": int(PULL_EXPIRES * 1e9)})
+
+
+def _status_of(msg: Msg) -> _PullStatus | None:
+    headers = msg.headers
+    if not headers or "Status" not in headers:
+        return None
+    unfilled = headers.get("Nats-Pending-Messages")
+    return _PullStatus(
+        headers["Status"],
+        headers.get("Description", ""),
+        int(unfilled) if unfilled and unfilled.isdigit() else None,
+    )
 
 
 async def _process(

@@ -1,17 +1,24 @@
-"""The one Kubernetes client of sandbus: plain JSON in and out, through kubernetes_asyncio's
-``ApiClient``, for the workers' writes, the watcher's lists and watches, and the Lease.
+"""The one Kubernetes client of sandbus: plain JSON in and out, over kubernetes_asyncio's
+``ApiClient``'s HTTP session, for the workers' writes, the watcher's lists and watches, and the
+Lease.
 
 Why not the generated per-kind APIs and models. The objects travel as JSON dicts everywhere
 else (events, cache, planners), and the event log must carry an object *as the API server sent
 it*: the typed models (``V1Pod``...) drop every field the client version does not know and
 turn timestamps into datetimes. The generated deserializer is also slow. So the ``ApiClient``
 does only what it is good at (kubeconfig, TLS, tokens) and every call here reads the raw body
-and decodes it with msgspec. The generated ``patch_*`` methods send a dict as json-patch
-(custom objects) or strategic-merge-patch (built-in kinds); :meth:`KubeApi.patch` always sends
-a JSON merge patch, which every kind accepts. And ``watch.Watch`` hides the cases the watcher
-must tell apart (docs/devcluster.md §3): it swallows a clean end by reconnecting with a stale
-resourceVersion, retries a 410 once with the same stale version, and lets an aborted stream
-escape as ``aiohttp.ClientPayloadError``; :meth:`KubeApi.watch` reads the lines itself.
+and decodes it with msgspec. Nor does a request go through its ``call_api``, which walks the
+body and the parameters, dumps the JSON and builds the request anew on every call: about two
+thirds of the Python a write runs above aiohttp, a sixth of the client's CPU per write with
+aiohttp's share (bench/kube_client_cost.py). :meth:`KubeApi._send` sends over the
+``ApiClient``'s own session (its TLS context, client certificate, proxy and SNI name) with the
+headers ``call_api`` would send and the token it would ask for before each request. The
+generated ``patch_*`` methods send a dict as json-patch (custom objects) or
+strategic-merge-patch (built-in kinds); :meth:`KubeApi.patch` always sends a JSON merge patch,
+which every kind accepts. And ``watch.Watch`` hides the cases the watcher must tell apart
+(docs/devcluster.md §3): it swallows a clean end by reconnecting with a stale resourceVersion,
+retries a 410 once with the same stale version, and lets an aborted stream escape as
+``aiohttp.ClientPayloadError``; :meth:`KubeApi.watch` reads the lines itself.
 
 One exception type. Every call raises :class:`KubeError` and nothing else, so a caller
 handles exactly one type:
@@ -58,7 +65,7 @@ import http
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import aiohttp
 import msgspec
@@ -236,6 +243,7 @@ def _answered(what: str, timeout: float) -> Iterator[None]:
 
 
 _decoder = msgspec.json.Decoder()
+_encoder = msgspec.json.Encoder()
 
 
 def _decode(raw: bytes) -> Any:
@@ -360,7 +368,9 @@ class KubeApi:
     """JSON in, JSON out, for the kinds in :data:`RESOURCES`.
 
     ``field_manager`` names the writer in ``managedFields`` (sent with every create, patch
-    and replace when set).
+    and replace when set). ``via_call_api`` sends every request through kubernetes_asyncio's
+    ``call_api``, as all went before :meth:`_send` sent them itself: only for measuring the two
+    (bench/kube_client_cost.py) and comparing them in tests.
     """
 
     def __init__(
@@ -369,12 +379,35 @@ class KubeApi:
         *,
         field_manager: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        via_call_api: bool = False,
     ) -> None:
         if request_timeout <= 0:
             raise ValueError("the request timeout must be positive")
         self._client = api_client
         self.field_manager = field_manager
         self.request_timeout = request_timeout
+        self._via_call_api = via_call_api
+        rest = api_client.rest_client
+        # What kubernetes_asyncio's REST client adds to every request, fixed when it was made.
+        self._options: dict[str, Any] = {
+            option: value
+            for option, value in (
+                ("proxy", rest.proxy),
+                ("proxy_headers", rest.proxy_headers),
+                ("server_hostname", rest.server_hostname),
+            )
+            if value
+        }
+
+    @property
+    def field_manager(self) -> str | None:
+        return self._field_manager
+
+    @field_manager.setter
+    def field_manager(self, name: str | None) -> None:
+        self._field_manager = name
+        # The query string of every create, patch and replace, encoded once.
+        self._write_query = f"?{urlencode(self._writing())}" if name else ""
 
     # -- transport ----------------------------------------------------------------------------
 
@@ -384,21 +417,56 @@ class KubeApi:
         path: str,
         *,
         query: list[tuple[str, str]] | None,
+        write: bool,
         body: Any,
         content_type: str,
         client_timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        response: aiohttp.ClientResponse = await self._client.call_api(
-            path,
-            method,
-            query_params=query or [],
-            header_params={"Accept": JSON, "Content-Type": content_type},
-            body=body,
-            auth_settings=_AUTH,
-            _preload_content=False,
-            _request_timeout=client_timeout,
+        """The request ``call_api`` would make, without the CPU it spends building it
+        (bench/kube_client_cost.py): the body encoded by msgspec, the query string by one
+        ``urlencode`` (a write's once, :attr:`field_manager`), the ``ApiClient``'s own headers
+        and the token its ``update_params_for_auth`` gives now, which runs the configuration's
+        ``refresh_api_key_hook`` first (the in-cluster token re-read from its file) and reads
+        the token that an exec plugin's ``config.refresh_token`` may have replaced; over its
+        session, with its proxy and SNI name. ``write``: a create, patch or replace, which
+        names :attr:`field_manager`."""
+        client = self._client
+        if self._via_call_api:
+            response: aiohttp.ClientResponse = await client.call_api(
+                path,
+                method,
+                query_params=self._writing() if write else query or [],
+                header_params={"Accept": JSON, "Content-Type": content_type},
+                body=body,
+                auth_settings=_AUTH,
+                _preload_content=False,
+                _request_timeout=client_timeout,
+            )
+            return response
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        credentials: list[tuple[str, str]] = []  # were the token configured to go in the query
+        await self._add_client_headers(headers, credentials)
+        url = f"{client.configuration.host}{path}"
+        if write and not credentials:
+            url += self._write_query
+        elif write or query or credentials:
+            url += f"?{urlencode([*(self._writing() if write else query or ()), *credentials])}"
+        data = None if body is None else _encoder.encode(body)
+        return await client.rest_client.pool_manager.request(
+            method, url, headers=headers, data=data, timeout=client_timeout, **self._options
         )
-        return response
+
+    async def _add_client_headers(
+        self, headers: dict[str, str], query: list[tuple[str, str]]
+    ) -> None:
+        """Add what the ``ApiClient`` adds to every request: its default headers (User-Agent),
+        its cookie, and the bearer token (in ``headers``, or in ``query`` were it configured so)
+        as its ``update_params_for_auth`` gives it now."""
+        client = self._client
+        headers.update(client.default_headers)
+        if client.cookie:
+            headers["Cookie"] = client.cookie
+        await client.update_params_for_auth(headers, query, _AUTH)
 
     async def _json(
         self,
@@ -406,6 +474,7 @@ class KubeApi:
         path: str,
         *,
         query: list[tuple[str, str]] | None = None,
+        write: bool = False,
         body: Any = None,
         content_type: str = JSON,
     ) -> Json:
@@ -418,6 +487,7 @@ class KubeApi:
                     method,
                     path,
                     query=query,
+                    write=write,
                     body=body,
                     content_type=content_type,
                     client_timeout=aiohttp.ClientTimeout(total=timeout),
@@ -438,7 +508,7 @@ class KubeApi:
         return decoded
 
     def _writing(self) -> list[tuple[str, str]]:
-        return [("fieldManager", self.field_manager)] if self.field_manager else []
+        return [("fieldManager", self._field_manager)] if self._field_manager else []
 
     # -- objects ------------------------------------------------------------------------------
 
@@ -450,15 +520,13 @@ class KubeApi:
         kind = str(body.get("kind") or "")
         namespace = str((body.get("metadata") or {}).get("namespace") or "")
         path = resource_for(kind).path(namespace)
-        created = await self._json("POST", path, body=body, query=self._writing())
+        created = await self._json("POST", path, body=body, write=True)
         return _with_kind(created, kind)
 
     async def patch(self, key: ObjectKey, patch: Json, *, subresource: str | None = None) -> Json:
         """Apply ``patch`` as a JSON merge patch (RFC 7386)."""
         path = resource_for(key.kind).path(key.namespace, key.name, subresource)
-        patched = await self._json(
-            "PATCH", path, body=patch, content_type=MERGE_PATCH, query=self._writing()
-        )
+        patched = await self._json("PATCH", path, body=patch, content_type=MERGE_PATCH, write=True)
         return _with_kind(patched, key.kind)
 
     async def replace(self, body: Json) -> Json:
@@ -466,7 +534,7 @@ class KubeApi:
         kind = str(body.get("kind") or "")
         metadata = body.get("metadata") or {}
         path = resource_for(kind).path(str(metadata.get("namespace") or ""), str(metadata["name"]))
-        replaced = await self._json("PUT", path, body=body, query=self._writing())
+        replaced = await self._json("PUT", path, body=body, write=True)
         return _with_kind(replaced, kind)
 
     async def delete(
@@ -525,9 +593,7 @@ class KubeApi:
         ]
         what = f"exec {list(command)} in {namespace}/{pod} container {container}"
         rest = self._client.rest_client
-        headers = dict(self._client.default_headers)
-        if self._client.cookie:
-            headers["Cookie"] = self._client.cookie
+        headers: dict[str, str] = {}
         # aiohttp drops the body of a refused upgrade; keep it for the error's message.
         refusal: list[bytes] = []
 
@@ -541,7 +607,7 @@ class KubeApi:
         trace.on_request_end.append(keep_refusal)
         with _answered(what, timeout):
             async with asyncio.timeout(timeout):
-                await self._client.update_params_for_auth(headers, query, _AUTH)
+                await self._add_client_headers(headers, query)
                 async with aiohttp.ClientSession(
                     connector=rest.pool_manager.connector,
                     connector_owner=False,
@@ -628,7 +694,13 @@ class KubeApi:
         with _answered(what, bound):
             async with asyncio.timeout(bound):
                 response = await self._send(
-                    "GET", path, query=query, body=None, content_type=JSON, client_timeout=timeout
+                    "GET",
+                    path,
+                    query=query,
+                    write=False,
+                    body=None,
+                    content_type=JSON,
+                    client_timeout=timeout,
                 )
         try:
             if response.status != 200:

@@ -9,7 +9,11 @@ stops a plan at its first failed or conflicting write, which is upstream's rule 
 adoption or a first Ready only after the status write that says so was accepted.
 
 Every worker also counts its reconcile passes, by kind and outcome, and times them
-(:data:`RUNTIME_METRICS`).
+(:data:`RUNTIME_METRICS`), and records controller-runtime's and client-go's standard series
+under upstream's names, which agent-sandbox's dashboards select
+(:mod:`services.runtime.reconcile.controller_series`). Every registry carries
+``agent_sandbox_build_info`` (:class:`BuildInfo`), so each service's ``/metrics`` says which
+sandbus it is.
 
 Three ways a value gets into the registry, by where it lives: a declared counter or histogram
 that a ``Record`` (or the worker) adds to; a value a service keeps itself, read at each scrape
@@ -32,10 +36,13 @@ on (:mod:`services.runtime.endpoint`).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import platform
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -43,17 +50,25 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 __all__ = [
+    "BUILD_INFO",
     "RECONCILES",
     "RECONCILE_SECONDS",
+    "BuildInfo",
     "MetricSpec",
     "Metrics",
     "MetricsError",
     "SampledGauge",
+    "build_labels",
     "metrics_address",
     "process_metrics",
 ]
 
 METRICS_ADDRESS_ENV: Final = "SANDBUS_METRICS_ADDRESS"
+BUILD_INFO: Final = "agent_sandbox_build_info"
+GIT_COMMIT_ENV: Final = "SANDBUS_GIT_COMMIT"
+BUILD_DATE_ENV: Final = "SANDBUS_BUILD_DATE"
+
+C = TypeVar("C", bound=Collector)
 
 Sampler = Callable[[], Awaitable[Mapping[tuple[str, ...], float]]]
 """Reads a gauge's samples: label values (in the gauge's label order) → value."""
@@ -106,8 +121,11 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._specs: dict[str, MetricSpec] = {}
         self._metrics: dict[str, Counter | Histogram] = {}
+        self._children: dict[tuple[Any, ...], Counter | Histogram] = {}
         self._readers: dict[tuple[str, str], _Readers] = {}
         self._sampled: dict[str, SampledGauge] = {}
+        self._collectors: dict[type[Collector], Collector] = {}
+        self.registry.register(BuildInfo())
         self.declare(RUNTIME_METRICS)
         self.declare(specs)
 
@@ -139,14 +157,28 @@ class Metrics:
             raise MetricsError(f"no metric {name} is declared")
         return spec
 
+    def _child(self, name: str, labels: Mapping[str, str]) -> Counter | Histogram:
+        # Every pass records a few metrics, and prometheus_client's labels() checks, sorts and
+        # locks on every call: the child found once is kept, by the labels' values as given.
+        found = (name, *labels.items())
+        child = self._children.get(found)
+        if child is None:
+            spec = self.spec(name)
+            if set(labels) != set(spec.labels):
+                raise MetricsError(
+                    f"metric {name} takes the labels {sorted(spec.labels)}, not {sorted(labels)}"
+                )
+            child = self._children[found] = self._metrics[name].labels(**labels)
+        return child
+
+    def ensure(self, name: str, labels: Mapping[str, str]) -> None:
+        """Show the series of ``name`` under ``labels`` before anything is recorded (a
+        histogram at zero), as upstream's controllers do when they start."""
+        self._child(name, labels)
+
     def record(self, name: str, labels: Mapping[str, str], value: float = 1.0) -> None:
         """Count ``value`` on a counter, or observe it on a histogram."""
-        spec = self.spec(name)
-        if set(labels) != set(spec.labels):
-            raise MetricsError(
-                f"metric {name} takes the labels {sorted(spec.labels)}, not {sorted(labels)}"
-            )
-        child = self._metrics[name].labels(**labels)
+        child = self._child(name, labels)
         if isinstance(child, Counter):
             if value < 0:
                 raise MetricsError(f"counter {name} cannot go down ({value})")
@@ -196,6 +228,17 @@ class Metrics:
         if gauge is not None and gauge.sampler is sample:
             gauge.sampler = None
             gauge.last = {}
+
+    def collector(self, make: type[C]) -> C:
+        """The registry's one collector of the type ``make``, made and registered on first ask
+        (the gauges every worker of a process reads into, e.g.
+        :mod:`services.runtime.reconcile.controller_series`)."""
+        found = self._collectors.get(make)
+        if found is None:
+            found = self._collectors[make] = make()
+            self.registry.register(found)
+        assert isinstance(found, make)
+        return found
 
     def sampled(self) -> list[SampledGauge]:
         """The gauges read by I/O that have a sampler now (what a scrape samples)."""
@@ -256,6 +299,52 @@ class SampledGauge(Collector):
         family = GaugeMetricFamily(self.name, self.help, labels=self.label_names)
         for labels, value in sorted(self.last.items()):
             family.add_metric(list(labels), value)
+        yield family
+
+
+_BUILD_INFO_HELP: Final = (
+    "Agent sandbox controller build metadata exposed as labels with a constant value of 1."
+)
+_ARCHITECTURES: Final = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+def build_labels(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The labels of ``agent_sandbox_build_info``: upstream's six, with sandbus's values.
+
+    ``git_version`` is the installed sandbus package's version (``v0.1.0``), ``git_commit``
+    and ``build_date`` what an image build sets in ``SANDBUS_GIT_COMMIT`` and
+    ``SANDBUS_BUILD_DATE`` ("unknown" otherwise, as upstream's unset build flags), and, as
+    sandbus is not Go, ``go_version`` names the Python that runs it (``python3.11.9``) and
+    ``compiler`` its implementation (``cpython``); ``platform`` is upstream's ``os/arch``."""
+    try:
+        version = "v" + importlib.metadata.version("sandbus")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    machine = platform.machine().lower()
+    return {
+        "git_version": version,
+        "git_commit": environ.get(GIT_COMMIT_ENV, "").strip() or "unknown",
+        "build_date": environ.get(BUILD_DATE_ENV, "").strip() or "unknown",
+        "go_version": f"python{platform.python_version()}",
+        "compiler": sys.implementation.name,
+        "platform": f"{sys.platform}/{_ARCHITECTURES.get(machine, machine)}",
+    }
+
+
+class BuildInfo(Collector):
+    """``agent_sandbox_build_info``: a constant 1 whose labels say which build this is, as
+    upstream's controller exposes it (its dashboards show the version from it)."""
+
+    def __init__(self, labels: Mapping[str, str] | None = None) -> None:
+        self.labels = dict(build_labels() if labels is None else labels)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            BUILD_INFO,
+            _BUILD_INFO_HELP,
+            labels=list(self.labels),
+        )
+        family.add_metric(list(self.labels.values()), 1.0)
         yield family
 
 

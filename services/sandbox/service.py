@@ -12,6 +12,12 @@ Environment (besides the shell's: concurrency, Lease, NATS reconnect budget):
     Default ``cluster.local`` (upstream's ``--cluster-domain``), for ``status.serviceFQDN``.
 ``SANDBUS_SANDBOX_CONCURRENCY``
     Default 16: how many Sandboxes are reconciled at once.
+``SANDBUS_SANDBOX_EVENTS``
+    ``true`` (default) or ``false``: record Kubernetes Events about each Sandbox's lifecycle
+    (``SandboxPodCreated``, ``SandboxPodCreateFailed``, ``SandboxReady``, ``SandboxSuspended``,
+    ``SandboxExpired``, ``PodSucceeded``, ``PodFailed``) and the ``MultiplePods`` warning;
+    ``false`` is upstream's ``--disable-sandbox-events`` (see
+    :mod:`services.sandbox.core.lifecycle_events`).
 ``SANDBUS_SANDBOX_LEASE_SECONDS``
     Default 5: how long a standby waits for the leader's renewal before it takes over.
 ``SANDBUS_SANDBOX_WRITE_BEHIND``
@@ -56,6 +62,7 @@ from services.sandbox.worker import sandbox_worker
 __all__ = [
     "CLUSTER_DOMAIN_ENV",
     "CONCURRENCY_ENV",
+    "EVENTS_ENV",
     "STATUS_WINDOW_ENV",
     "WRITE_BEHIND_ENV",
     "definition",
@@ -65,6 +72,7 @@ __all__ = [
 
 CLUSTER_DOMAIN_ENV = "SANDBUS_CLUSTER_DOMAIN"
 CONCURRENCY_ENV = "SANDBUS_SANDBOX_CONCURRENCY"
+EVENTS_ENV = "SANDBUS_SANDBOX_EVENTS"
 WRITE_BEHIND_ENV = "SANDBUS_SANDBOX_WRITE_BEHIND"
 STATUS_WINDOW_ENV = "SANDBUS_SANDBOX_STATUS_WINDOW"
 DEFAULT_STATUS_WINDOW = 5.0
@@ -89,6 +97,7 @@ def definition() -> WorkerDefinition:
         status_window=seconds_from(
             STATUS_WINDOW_ENV, os.environ.get(STATUS_WINDOW_ENV), DEFAULT_STATUS_WINDOW
         ),
+        events=setting(EVENTS_ENV, bool, True),
     )
 
 

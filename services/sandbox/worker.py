@@ -125,10 +125,12 @@ def sandbox_reconciler(
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     write_behind: float = 0.0,
     status_window: float = 0.0,
+    events: bool = True,
 ) -> Reconciler[SandboxObservation]:
     """The Sandbox's reconciler. ``write_behind``: seconds the owned Pod's metadata patch may be
     held back (0: off; the planner bounds it); ``status_window``: seconds a status that reports
-    only the Pod's progress may be held back (0: off)."""
+    only the Pod's progress may be held back (0: off); ``events``: record Kubernetes Events
+    about the Sandbox's lifecycle."""
 
     def observe(key: ObjectKey, observed: Observed) -> SandboxObservation:
         memo = observed.memo
@@ -141,6 +143,7 @@ def sandbox_reconciler(
             pod_patch_held_since=memo.pod_patch_held_since if memo is not None else None,
             status_window=status_window,
             status_held_since=memo.status_held_since if memo is not None else None,
+            events=events,
         )
 
     return Reconciler(
@@ -206,6 +209,7 @@ def sandbox_worker(
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     write_behind: float = 0.0,
     status_window: float = 0.0,
+    events: bool = True,
 ) -> WorkerDefinition:
     return WorkerDefinition(
         name=WORKER_NAME,
@@ -214,6 +218,7 @@ def sandbox_worker(
                 cluster_domain=cluster_domain,
                 write_behind=write_behind,
                 status_window=status_window,
+                events=events,
             ),
             template_reconciler(),
         ),

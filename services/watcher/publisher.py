@@ -64,6 +64,7 @@ from events.types import (
     ObservedObjectError,
     observed_event,
 )
+from services.runtime.acked import AckedPublisher
 from services.runtime.bus import BusConfig, ensure_bus, publish_dead_letter
 from services.runtime.cancellation import honour_lost_cancellation, supervise
 from services.watcher.core.diffing import Change
@@ -152,10 +153,12 @@ class Publisher:
         stats: PublishStats | None = None,
         public: bool = False,
         spans: PublishSpans | None = None,
+        acked: AckedPublisher | None = None,
     ) -> None:
         self._nc = nc
         self._public = public
         self._js = nc.jetstream()
+        self._acked = acked if acked is not None else AckedPublisher(nc)
         self._bus = bus
         self._resources = resources
         self._may_write = may_write
@@ -265,6 +268,7 @@ class Publisher:
         publish = functools.partial(
             fenced_publish,
             self._js,
+            self._acked,
             payload=payload,
             event_id=event.id,
             may_write=self._may_write,

@@ -58,6 +58,7 @@ from events.envelope import ObjectKey
 from events.headers import CONTENT_TYPE, TRACEPARENT, TRACESTATE
 from events.subjects import EVENT_LOG_SUBJECTS, STATE_SUBJECTS, state_subject
 from events.types import ObjectAdded, ObjectDeleted, ObjectModified
+from services.runtime.acked import AckedPublisher
 from services.runtime.bus import ensure_bus
 from services.runtime.cancellation import honour_lost_cancellation, stop_tasks, supervise
 from services.runtime.connection import budget_from_environment, connect_nats
@@ -131,6 +132,8 @@ class Watcher:
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
+        self.acked = AckedPublisher(nc)
+        """Every write of the event log and the state table, whichever session leads."""
         self.config = config
         self.resources = tuple(resources)
         self._by_kind = {resource.kind: resource for resource in self.resources}
@@ -163,11 +166,14 @@ class Watcher:
 
     async def run(self) -> None:
         """Run until cancelled; on cancellation the Lease is released if held."""
-        await self._provision()
-        async with self.elector.running():
-            while True:
-                await self.elector.wait_leading()
-                await self._lead_until_lost()
+        try:
+            await self._provision()
+            async with self.elector.running():
+                while True:
+                    await self.elector.wait_leading()
+                    await self._lead_until_lost()
+        finally:
+            await self.acked.close()
 
     async def _provision(self) -> None:
         backoff = Backoff(initial=0.2, maximum=5.0)
@@ -237,6 +243,7 @@ class Watcher:
             stats=self.stats,
             public=self.config.public_events,
             spans=self.spans,
+            acked=self.acked,
         )
         session.publisher = publisher
         session.watchers = [
@@ -347,6 +354,7 @@ class Watcher:
             ours = None
         state_seq = await fenced_publish(
             self.js,
+            self.acked,
             stream=self.config.bus.state_stream,
             subject=state_subject(key.kind, key.namespace or None, key.name),
             payload=payload,

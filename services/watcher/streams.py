@@ -34,6 +34,7 @@ from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
+from services.runtime.acked import AckedPublisher
 from services.runtime.cancellation import honour_lost_cancellation
 
 __all__ = [
@@ -107,6 +108,7 @@ async def last_message(js: JetStreamContext, stream: str, subject: str) -> RawSt
 
 async def fenced_publish(
     js: JetStreamContext,
+    acked: AckedPublisher,
     *,
     stream: str,
     subject: str,
@@ -122,8 +124,9 @@ async def fenced_publish(
     msg_ttl: float | None = None,
     keep_stored: Callable[[RawStreamMsg], bool] | None = None,
 ) -> int:
-    """Write ``payload`` as the next message of ``subject``; returns its stream sequence (or,
-    when the stored message is kept, the stored one's).
+    """Write ``payload`` as the next message of ``subject`` through ``acked`` (the watcher's
+    publishes, :mod:`services.runtime.acked`); returns its stream sequence (or, when the stored
+    message is kept, the stored one's).
 
     ``expected`` is the subject's last sequence as this writer knows it (None: no message).
     ``stored_id`` reads the event id of a stored message, to recognise our own write.
@@ -139,7 +142,7 @@ async def fenced_publish(
         fenced = dict(headers)
         fenced[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(expected or 0)
         try:
-            ack = await js.publish(
+            ack = await acked.publish(
                 subject,
                 payload,
                 timeout=ack_timeout,

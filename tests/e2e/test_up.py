@@ -134,6 +134,12 @@ def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> 
     for worker, kind in (("pool", "SandboxWarmPool"), ("sandbox", "Sandbox")):
         series = f'sandbus_reconcile_total{{kind="{kind}",result="ok",worker="{worker}"}}'
         assert series in text, text
+    # controller-runtime's series under upstream's controller names, once per controller.
+    for controller in ("sandboxwarmpool", "sandbox", "sandboxclaim", "batchsandbox"):
+        series = f'controller_runtime_max_concurrent_reconciles{{controller="{controller}"}}'
+        assert text.count(series) == 1, text
+    assert text.count("# TYPE controller_runtime_active_workers gauge") == 1
+    assert text.count("agent_sandbox_build_info{") == 1
     published = next(
         line for line in text.splitlines() if line.startswith("sandbus_watcher_published_total")
     )

@@ -4,6 +4,7 @@ that is down."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from nats.js.api import PubAck
@@ -24,6 +25,14 @@ class FakeJetStream:
             raise ConnectionError("nats is down")
         self.published.append((subject, payload))
         return PubAck(stream="SANDBUS_EVENTS", seq=len(self.published))
+
+    async def publish_async(
+        self, subject: str, payload: bytes, **options: Any
+    ) -> asyncio.Future[PubAck]:
+        """JetStream's publish without waiting: the answer is a future, here settled at once."""
+        answer: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
+        answer.set_result(await self.publish(subject, payload, **options))
+        return answer
 
     def decisions(self) -> list[DecisionMade]:
         found = [decode_event(payload) for _, payload in self.published]

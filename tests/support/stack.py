@@ -30,6 +30,8 @@ from events.codec import decode_event
 from events.envelope import ObjectKey
 from events.subjects import decision_filter
 from events.types import DecisionMade
+from services.claim.core.plan import CONTROLLER_NAME as CLAIM_CONTROLLER
+from services.claim.worker import claim_worker
 from services.pool.core.plan import CONTROLLER_NAME as POOL_CONTROLLER
 from services.pool.worker import pool_worker
 from services.runtime.bus import BusConfig, ensure_bus
@@ -308,6 +310,25 @@ async def pool_worker_running(
             settings=WorkerSettings(concurrency=4, max_delay=2.0),
         )
         async with loaded(worker, "pool worker"):
+            yield worker
+
+
+@contextlib.asynccontextmanager
+async def claim_worker_running(
+    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
+) -> AsyncIterator[Worker]:
+    """The claim worker, with an API client of its own, loaded until the block ends."""
+    async with bounded(
+        api_client(cluster, tmp_path, "claim"), "the claim worker's API client"
+    ) as client:
+        worker = Worker(
+            claim_worker(),
+            js=js,
+            api=KubeApi(client, field_manager=CLAIM_CONTROLLER),
+            bus=bus,
+            settings=WorkerSettings(concurrency=4, max_delay=2.0),
+        )
+        async with loaded(worker, "claim worker"):
             yield worker
 
 

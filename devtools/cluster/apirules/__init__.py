@@ -5,7 +5,7 @@
   :mod:`.builtins` and :mod:`.crds` fill it, the built-in kinds and the custom ones.
 - :mod:`.strategy` — per-kind write rules (defaults, what an update may change, generation);
   :mod:`.pods` holds the Pod's, :mod:`.structural` the structural schemas of custom resources
-  (defaulting, pruning, validation).
+  (defaulting, pruning, validation), :mod:`.celrules` their CEL validation rules.
 - :mod:`.meta` — ObjectMeta rules shared by every kind; :mod:`.selectors` — label and field
   selectors; :mod:`.deletion` — what a DELETE does (graceful deletion, finalizers, propagation);
   :mod:`.scale` — the ``/scale`` subresource.

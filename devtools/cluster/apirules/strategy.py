@@ -4,8 +4,9 @@ The write pipeline (:mod:`~devtools.cluster.http.writes`) is the same for every 
 differs per kind lives in a :class:`Strategy`: server defaults, what an update may change, what
 ``/status`` may change, how ``metadata.generation`` moves, whether deletion is graceful, what DELETE
 returns. The base class holds the generic-registry behaviour; :class:`CustomResourceStrategy` adds
-the apiextensions rules (schema pruning/defaulting/validation, no unconditional update, generation
-on any non-metadata change); the built-in kinds live in :mod:`.builtins`.
+the apiextensions rules (schema pruning/defaulting/validation, the CEL validation rules of
+:mod:`.celrules`, no unconditional update, generation on any non-metadata change); the built-in
+kinds live in :mod:`.builtins`.
 
 Every method works on plain JSON dicts and is pure apart from the mutation of the object it is
 handed, so the rules can be read against the upstream strategy files they cite. The new object
@@ -22,6 +23,7 @@ from random import Random
 from typing import TYPE_CHECKING, Any, Protocol
 
 from api.objects import Json
+from devtools.cluster.apirules import celrules
 from devtools.cluster.apirules.errors import Cause
 from devtools.cluster.apirules.meta import (
     dns1123_subdomain_errors,
@@ -56,6 +58,8 @@ class WriteContext:
     store: Store
     registry: Registry
     allocations: dict[str, Any] = field(default_factory=dict)
+    # ``Warning`` headers the write adds to its response (ratcheted validation rules).
+    warnings: list[str] = field(default_factory=list)
 
 
 class SchemaLike(Protocol):
@@ -211,6 +215,7 @@ class CustomResourceStrategy(Strategy):
     def __init__(self, schemas: dict[str, SchemaLike], preserve_unknown: bool = False) -> None:
         self.schemas = schemas  # by version
         self.preserve_unknown = preserve_unknown
+        self._rules: dict[str, celrules.RuleTree | None] = {}  # by version, compiled once
 
     def _schema(self, rtype: ResourceType) -> SchemaLike:
         return self.schemas.get(rtype.version) or _PermissiveSchema()
@@ -241,14 +246,44 @@ class CustomResourceStrategy(Strategy):
         return body(new) != body(old)
 
     def validate(self, rtype: ResourceType, obj: Json, ctx: WriteContext) -> list[Cause]:
-        causes = super().validate(rtype, obj, ctx)
-        return causes + self._schema_causes(rtype, obj)
+        causes = super().validate(rtype, obj, ctx) + self._schema_causes(rtype, obj)
+        return causes + self._rule_causes(rtype, obj, None, causes, ctx)
 
     def validate_update(
         self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
     ) -> list[Cause]:
-        causes = super().validate_update(rtype, new, old, ctx)
-        return causes + self._schema_causes(rtype, new)
+        causes = super().validate_update(rtype, new, old, ctx) + self._schema_causes(rtype, new)
+        return causes + self._rule_causes(rtype, new, old, causes, ctx)
+
+    def _rule_causes(
+        self,
+        rtype: ResourceType,
+        new: Json,
+        old: Json | None,
+        causes: list[Cause],
+        ctx: WriteContext,
+    ) -> list[Cause]:
+        """The ``x-kubernetes-validations`` (CEL) rules, after the schema, as strategy.go runs
+        them: not at all when a schema error means the object lacks the shape they assume."""
+        rules = self._rule_tree(rtype)
+        if rules is None:
+            return []
+        if any(cause.reason in celrules.BLOCKING_REASONS for cause in causes):
+            return [_as_cause(celrules.not_checked_cause())]
+        outcome = rules.validate(new, old)
+        ctx.warnings.extend(outcome.warnings)
+        return [_as_cause(cause) for cause in outcome.causes]
+
+    def _rule_tree(self, rtype: ResourceType) -> celrules.RuleTree | None:
+        version = rtype.version
+        if version not in self._rules:
+            schema = self.schemas.get(version)
+            self._rules[version] = (
+                celrules.compile_rules(schema.schema)
+                if isinstance(schema, StructuralSchema)
+                else None
+            )
+        return self._rules[version]
 
     def _schema_causes(self, rtype: ResourceType, obj: Json) -> list[Cause]:
         body = {k: v for k, v in obj.items() if k != "metadata"}
@@ -274,7 +309,8 @@ class CustomResourceStrategy(Strategy):
     def validate_status_update(
         self, rtype: ResourceType, new: Json, old: Json, ctx: WriteContext
     ) -> list[Cause]:
-        return self._schema_causes(rtype, new)
+        causes = self._schema_causes(rtype, new)
+        return causes + self._rule_causes(rtype, new, old, causes, ctx)
 
 
 def _dropped_paths(before: Any, after: Any, prefix: str = "") -> list[str]:

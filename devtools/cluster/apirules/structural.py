@@ -22,7 +22,9 @@ structurallisttype) and ``k8s.io/kube-openapi`` (the validator), with messages b
 * **Validation** (:meth:`StructuralSchema.validate`) returns one :class:`Cause` per violation, in
   the validator's order per node (type, string, format, number, array, enum, object), then the
   list-type (``set``/``map``) duplicate checks. A type mismatch stops the checks below that node.
-  ``x-kubernetes-validations`` (CEL) rules are not evaluated.
+  ``x-kubernetes-validations`` (CEL) rules are evaluated by :mod:`.celrules`, after these checks
+  (the custom-resource strategy runs both); :func:`schema_problems` only checks that they
+  compile.
 
 A :class:`Cause` is what a ``Status``' ``details.causes[]`` entry carries: ``message`` is the
 body without the field (``Invalid value: -1: spec.replicas in body should be greater than or
@@ -588,7 +590,8 @@ _INT_OR_STRING_MEMBERS: Final = [{"type": "integer"}, {"type": "string"}]
 def schema_problems(openapi_v3_schema: Schema) -> list[str]:
     """Why a CRD's ``openAPIV3Schema`` would be refused: the structural-schema rules of
     apiextensions.k8s.io/v1, plus value validations (``anyOf``/``allOf``/``oneOf``/``not`` other
-    than the int-or-string form) that :class:`StructuralSchema` does not evaluate. Each problem
+    than the int-or-string form) that :class:`StructuralSchema` does not evaluate, and
+    ``x-kubernetes-validations`` rules that do not compile (when CEL is installed). Each problem
     reads like the API server's ``<path>: <reason>: <detail>``; an empty list means acceptable.
     """
     problems: list[str] = []
@@ -679,6 +682,16 @@ def _check_node(node: Any, path: str, problems: list[str], root: bool = False) -
             problems.append(
                 f"{path}.x-kubernetes-validations[{index}].rule: Required value: "
                 "rule is not specified"
+            )
+            continue
+        # Imported here: celrules builds on this module's Cause.
+        from devtools.cluster.apirules.celrules import compile_problem
+
+        problem = compile_problem(rule["rule"])
+        if problem:
+            problems.append(
+                f"{path}.x-kubernetes-validations[{index}].rule: Invalid value: "
+                f"{_go_quote(rule['rule'])}: {problem}"
             )
 
 

@@ -269,7 +269,7 @@ class Writer:
         async with self.store.writing():
             ctx = self._ctx()
             result = self._create_locked(target, obj, opts, ctx)
-        return Outcome(201, self._present(rtype, result), warnings)
+        return Outcome(201, self._present(rtype, result), warnings + ctx.warnings)
 
     def _create_locked(
         self,
@@ -395,7 +395,7 @@ class Writer:
                     target, desired, old, opts, ctx, manager_operation, via or target.subresource
                 )
                 code = 200
-        return Outcome(code, self._present(rtype, result))
+        return Outcome(code, self._present(rtype, result), ctx.warnings)
 
     def _check_precondition(self, rtype: ResourceType, new: Json, old: Json) -> None:
         wanted = new["metadata"].get("resourceVersion")

@@ -23,6 +23,13 @@
 The claim's ``additionalPodMetadata`` must have passed
 :func:`~.metadata.validate_additional_metadata` first, as every claim reconcile does before it
 looks for a sandbox.
+
+A Sandbox the CRD would refuse is not attempted: a claim named longer than 63 characters whose
+template sets ``service: true`` would name a Service that cannot exist (upstream v1.0.6's CEL
+rule at the root of the Sandbox CRD refuses it). Upstream's create fails with a 422 and the claim
+retries it with backoff; here the claim reports Ready=False/``InvalidConfiguration``, the reason
+its Sandbox would carry, terminal until the claim or the template changes, so that the SDK
+fails fast.
 """
 
 from __future__ import annotations
@@ -31,7 +38,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from api.agents import Sandbox, SandboxClaim
+from api.agents import (
+    REASON_INVALID_CONFIGURATION,
+    SERVICE_NAME_MAX_LENGTH,
+    Sandbox,
+    SandboxClaim,
+    service_name_too_long,
+)
 from api.keys import (
     ANNOTATION_SANDBOX_TEMPLATE_REF,
     ANNOTATION_TRACE_CONTEXT,
@@ -43,7 +56,12 @@ from api.keys import (
     name_hash,
 )
 from api.objects import Json, controller_reference, labels_of, metadata_of
-from services.claim.core.injection import inject_env, merge_volume_claim_templates
+from services.claim.core.injection import (
+    ClaimInputError,
+    go_quote,
+    inject_env,
+    merge_volume_claim_templates,
+)
 from services.claim.core.metadata import claim_pod_metadata
 from services.domain.agentsandbox.blueprint import BLUEPRINT_FIELDS
 from services.domain.agentsandbox.secure_defaults import apply_secure_defaults
@@ -63,7 +81,8 @@ def cold_sandbox(
     Raises :class:`~.injection.ClaimInputError` when the template's policies refuse the
     claim's env or volume claim templates, and :class:`~.metadata.MetadataConflict` (a
     ClaimInputError with reason ``ReconcilerError``) when the claim's pod metadata contradicts
-    the template's.
+    the template's, and a ClaimInputError with reason ``InvalidConfiguration`` when the
+    Sandbox would need a Service and its name (the claim's) is too long for one.
     """
     claim_metadata = metadata_of(claim)
     claim_name = str(claim_metadata.get("name") or "")
@@ -92,6 +111,13 @@ def cold_sandbox(
     )
     pod_template["spec"] = apply_secure_defaults(pod_spec, template_spec)
     spec["podTemplate"] = pod_template
+    if service_name_too_long(claim_name, spec.get("service")):
+        raise ClaimInputError(
+            REASON_INVALID_CONFIGURATION,
+            f"the Sandbox is named like the claim, {go_quote(claim_name)} ({len(claim_name)} "
+            f"characters), and template {go_quote(ref)} sets spec.service to true: a Service "
+            f"name is at most {SERVICE_NAME_MAX_LENGTH} characters; use a shorter claim name",
+        )
 
     labels = {LABEL_CLAIM_UID: str(claim_metadata.get("uid") or "")}
     created_by = labels_of(claim).get(LABEL_CREATED_BY)

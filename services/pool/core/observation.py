@@ -2,9 +2,10 @@
 
 Everything :func:`~services.pool.core.plan.plan_pool` decides from: the pool, its template, the
 Sandboxes that carry the pool's label (members, adopted orphans, foreign ones it must ignore),
-the Pods of those members (for the Unschedulable hold), the creates and deletes the runtime
-still expects to see, the pool's memo (refill tokens, replenish hold, the NotProgressing
-state) and the pool worker's settings. ``observe_pool`` is the only reader of the cache.
+the Pods of those members (for the Unschedulable hold and the scheduling gates), the creates and
+deletes the runtime still expects to see, the pool's memo (refill tokens, replenish hold, the
+not-progressing reason last announced) and the pool worker's settings. ``observe_pool`` is the
+only reader of the cache.
 """
 
 from __future__ import annotations
@@ -44,7 +45,12 @@ class PoolMemo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, re
     """What a pool's passes hand to each other (kept per pool on the bus by the runtime)."""
 
     not_progressing: bool = False
-    """WarmPoolNotProgressing was reported and not yet cleared."""
+    """Written by earlier versions: WarmPoolNotProgressing was reported for Unschedulable members
+    and not yet cleared (read as ``stalled="Unschedulable"``, never written now)."""
+    stalled: str | None = None
+    """The reason of the ``Progressing=False`` condition the last WarmPoolNotProgressing Event
+    announced (None: progressing), so that each appearance or change of reason is announced
+    once, even before the status write comes back on the bus."""
     tokens: float | None = None
     tokens_at: datetime | None = None
     """The refill bucket: tokens left, and when it was last filled (None: full)."""
@@ -54,6 +60,11 @@ class PoolMemo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, re
     then (a further drop re-arms the hold)."""
     next_member: int = 0
     """How many member names this pool has handed out (the next one's number)."""
+    refused: str | None = None
+    """The API server's words for the last of this pool's Sandbox creates it refused, kept until
+    a pass that creates is followed by one without an error, or the pool needs no creates."""
+    creating: bool = False
+    """While ``refused`` is kept: whether the pass that wrote this memo created Sandboxes."""
 
 
 class PoolObservation(msgspec.Struct, frozen=True, kw_only=True):

@@ -18,13 +18,23 @@ In upstream's order:
      (resourceVersion precondition, so two adopters cannot both win);
    - the rest are *active*.
 3. Stuck members: an active member not Ready for longer than the readiness grace (counted
-   from its creationTimestamp) is deleted, unless its Pod is ``PodScheduled=False/
-   Unschedulable``: that one is held, and the pool reports ``WarmPoolNotProgressing`` (an
-   Event, once per transition; ``WarmPoolProgressing`` when it clears) and looks again after
-   the recheck interval. Members still inside their grace bring the next pass forward to the
-   earliest deadline (plus 2 s).
-4. Status (replicas, readyReplicas, selector, observedGeneration), merge-patched only when it
-   changed; zero values are written as absent, as upstream's omitempty clears them.
+   from its creationTimestamp, or from its Pod's scheduling when that came later) is deleted,
+   except:
+
+   - its Pod is ``PodScheduled=False/Unschedulable``: held, and the pool is not progressing
+     (below) and looks again after the recheck interval;
+   - its Pod waits on ``spec.schedulingGates`` (``PodScheduled=False/SchedulingGated``): left
+     alone, whatever its age, as upstream v1.0.7 does; someone else lifts the gate, and the
+     grace starts again when the Pod is scheduled;
+   - it is ``Ready=False/InvalidConfiguration`` (or ``InvalidSpec``, the reason's former name):
+     a replacement from the same template would be just as invalid, so it is held, and the
+     pool is not progressing; once the template changes (the member is stale, whatever the
+     update strategy) it is deleted at once, and its replacement comes from the fixed template.
+
+   Members still inside their grace bring the next pass forward to the earliest deadline (plus
+   2 s).
+4. Status (replicas, readyReplicas, selector, observedGeneration, conditions), merge-patched
+   only when it changed; zero values are written as absent, as upstream's omitempty clears them.
 5. Creates, when active + terminating < desired and the template exists: at most
    ``max_batch``, in slow-start batches of 1, 2, 4, … (:func:`slow_start`), each batch's creates
    at the same time, the plan stopping at the first batch that fails. Never while the runtime
@@ -36,6 +46,19 @@ In upstream's order:
 
 A template that does not exist is not an error: no creates and no staleness checks, members
 kept. Every pass says which of fill, replenish, rollout, stuck GC or scale-down it did.
+
+A pool that cannot make progress says why (issues #29 and #32, docs/conditions.md §3): a
+``Progressing`` condition with status ``False`` (the shape upstream's #1326 proposes) and a
+reason, in order of precedence: ``TemplateNotFound`` (the template does not exist and members
+are wanted: upstream #1572 reports it), ``FailedCreate`` (the API server refuses its Sandbox
+creates: its own words, kept from the pass that met the refusal until a create goes through),
+``InvalidConfiguration`` (its members made from the current template are invalid; one message
+for the pool, the first such member's), and ``Unschedulable`` (members held unschedulable past
+their grace). The condition is removed once
+the cause is gone. Each appearance or change of reason is announced by a Warning Event of
+upstream's reason ``WarmPoolNotProgressing``, its note ``<reason>: <message>``, written after the
+status; its end by a Normal ``WarmPoolProgressing``. The memo remembers what was announced, so a
+pass that runs before its own status write is back on the bus announces nothing twice.
 """
 
 from __future__ import annotations
@@ -44,14 +67,14 @@ import hashlib
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from msgspec.structs import replace
 
-from api.agents import EXTENSIONS_GROUP, VERSION
+from api.agents import EXTENSIONS_GROUP, REASON_INVALID_CONFIGURATION, VERSION
 from api.keys import LABEL_LAUNCH_TYPE, LAUNCH_TYPE_WARM
-from api.objects import Json, controller_of, is_ready, labels_of, metadata_of
+from api.objects import Json, condition_of, controller_of, is_ready, labels_of, metadata_of
 from events.envelope import ObjectKey, key_of
 from services.domain.agentsandbox.blueprint import pool_sandbox
 from services.domain.agentsandbox.staleness import is_stale
@@ -59,8 +82,11 @@ from services.domain.agentsandbox.warmpool import pool_selector
 from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings, pod_name_of
 from services.runtime.kube_events import event_about
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Together
+from services.runtime.reconcile.failures import failed_write
+from services.runtime.times import parse_time
 
 __all__ = [
+    "CONDITION_PROGRESSING",
     "CONTROLLER_NAME",
     "EXPECTATIONS_RECHECK",
     "GRACE_SLACK",
@@ -76,6 +102,11 @@ GRACE_SLACK = 2.0
 EXPECTATIONS_RECHECK = 30.0
 """Seconds to look again while waiting for the bus to show our own writes (they also wake the
 pool as they arrive; this bounds a wait for one that never comes)."""
+CONDITION_PROGRESSING = "Progressing"
+"""The pool's condition while it cannot make progress (status False); absent otherwise."""
+_INVALID_REASONS = frozenset({REASON_INVALID_CONFIGURATION, "InvalidSpec"})
+"""A member's Ready=False reasons for a spec its controller cannot act on (``InvalidSpec``: the
+reason's name in earlier versions of sandbus)."""
 
 
 def slow_start(count: int) -> list[int]:
@@ -115,17 +146,7 @@ def take_tokens(
     granted = min(wanted, math.floor(tokens))
     left = tokens - granted
     wait = None if granted == wanted else max((1.0 - (left % 1.0)) / rate, 0.001)
-    return (
-        granted,
-        PoolMemo(
-            not_progressing=memo.not_progressing,
-            tokens=left,
-            tokens_at=now,
-            hold_since=memo.hold_since,
-            hold_members=memo.hold_members,
-        ),
-        wait,
-    )
+    return granted, replace(memo, tokens=left, tokens_at=now), wait
 
 
 @dataclass
@@ -147,11 +168,36 @@ def _created(obj: Mapping[str, Any]) -> datetime | None:
         return None
 
 
-def _unschedulable(pod: Mapping[str, Any] | None) -> bool:
+def _pod_scheduled(pod: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The Pod's ``PodScheduled`` condition ({}: no Pod, or none yet)."""
     for entry in ((pod or {}).get("status") or {}).get("conditions") or ():
         if entry.get("type") == "PodScheduled":
-            return entry.get("status") == "False" and entry.get("reason") == "Unschedulable"
-    return False
+            return dict(entry)
+    return {}
+
+
+def _waiting_to_schedule(pod: Mapping[str, Any] | None, reason: str) -> bool:
+    scheduled = _pod_scheduled(pod)
+    return scheduled.get("status") == "False" and scheduled.get("reason") == reason
+
+
+def _grace_from(member: Json, pod: Mapping[str, Any] | None) -> datetime | None:
+    """When a member's readiness grace starts: its creation, or its Pod's scheduling when that
+    came later (a Pod that waited on scheduling gates gets its whole grace once let go)."""
+    created = _created(member)
+    scheduled = _pod_scheduled(pod)
+    if created is None or scheduled.get("status") != "True":
+        return created
+    at = parse_time(scheduled.get("lastTransitionTime"))
+    return max(created, at) if at is not None and at.tzinfo is not None else created
+
+
+def _invalid(member: Json) -> str | None:
+    """The message of a member's ``Ready=False/InvalidConfiguration`` (None: not invalid)."""
+    ready = condition_of(member, "Ready") or {}
+    if ready.get("status") == "False" and ready.get("reason") in _INVALID_REASONS:
+        return str(ready.get("message") or "its spec cannot be acted on")
+    return None
 
 
 def _owner_ref(pool: Json) -> Json:
@@ -240,7 +286,113 @@ def _filter(obs: PoolObservation, pool: Json, recreate: bool) -> _Members:
     return found
 
 
-def _status_patch(pool: Json, key: ObjectKey, active: list[Json]) -> Patch | None:
+def _not_progressing(
+    obs: PoolObservation,
+    pool: Json,
+    desired: int,
+    active: list[Json],
+    held: list[str],
+    invalid: list[str],
+    refused: str | None,
+    settings: PoolSettings,
+) -> tuple[str, str] | None:
+    """Why the pool cannot make progress, as (reason, message) for a person; None: it can."""
+    ref = str(((pool.get("spec") or {}).get("sandboxTemplateRef") or {}).get("name") or "")
+    if obs.template is None:
+        if desired <= 0:
+            return None  # a pool scaled to zero needs no template (as upstream #1572)
+        kept = f"; it keeps its {len(active)} member(s)" if active else ""
+        return (
+            "TemplateNotFound",
+            f'SandboxTemplate "{ref}" not found in namespace "{obs.namespace}": create it, or '
+            "set spec.sandboxTemplateRef.name to a template that exists; until then the pool "
+            f"creates no sandboxes{kept}",
+        )
+    if refused is not None:
+        return (
+            "FailedCreate",
+            f"the API server refuses the pool's Sandboxes: {refused}. Fix what refuses them "
+            "(the template, a quota, an admission policy); the pool tries again with backoff",
+        )
+    if invalid:
+        return (
+            REASON_INVALID_CONFIGURATION,
+            f'SandboxTemplate "{ref}" makes sandboxes that cannot run ({len(invalid)} of '
+            f"{len(active)} member(s) Ready=False/{REASON_INVALID_CONFIGURATION}): "
+            f"{invalid[0]}. Fix the template; the pool then replaces these members",
+        )
+    if held:
+        why = next((message for message in held if message), "")
+        return (
+            "Unschedulable",
+            f"{len(held)} member(s) cannot be scheduled"
+            + (f" ({why})" if why else "")
+            + ": the pool holds them instead of replacing them, and looks again every "
+            f"{settings.unschedulable_recheck:g} s",
+        )
+    return None
+
+
+def _refusal(
+    last_error: str | None, memo: PoolMemo, *, creating: bool, short: bool
+) -> tuple[str | None, PoolMemo]:
+    """The API server's words for the pool's Sandbox creates it refuses (a 4xx answer to the
+    previous pass's create, the member's name left out so that the words stay the same from one
+    retry to the next), and the memo that keeps them: until a pass that creates is followed by
+    one without an error, or the pool is short of nothing."""
+    failed = failed_write(last_error)
+    if (
+        failed is not None
+        and failed.verb == "create"
+        and failed.target.kind == "Sandbox"
+        and failed.refused
+    ):
+        refused: str | None = f"{failed.anonymous()} ({failed.reason}, {failed.code})"
+    else:
+        refused = memo.refused
+        if refused is not None and (not short or (memo.creating and last_error is None)):
+            refused = None
+    if refused == memo.refused and memo.creating == (creating and refused is not None):
+        return refused, memo
+    return refused, replace(memo, refused=refused, creating=creating and refused is not None)
+
+
+def _metav1_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _conditions(pool: Json, stalled: tuple[str, str] | None, now: datetime) -> list[Json] | None:
+    """The pool's conditions with ``Progressing`` set to False for ``stalled``, or removed
+    (None: no conditions at all). Conditions of other types are kept as they are."""
+    current = list((pool.get("status") or {}).get("conditions") or ())
+    before = next((c for c in current if c.get("type") == CONDITION_PROGRESSING), None)
+    others = [c for c in current if c.get("type") != CONDITION_PROGRESSING]
+    if stalled is None:
+        return others or None
+    reason, message = stalled
+    since = (
+        before.get("lastTransitionTime")
+        if before is not None and before.get("status") == "False"
+        else None
+    )
+    condition = {
+        "type": CONDITION_PROGRESSING,
+        "status": "False",
+        "observedGeneration": metadata_of(pool).get("generation"),
+        "lastTransitionTime": since or _metav1_time(now),
+        "reason": reason,
+        "message": message,
+    }
+    return [*others, condition]
+
+
+def _status_patch(
+    pool: Json,
+    key: ObjectKey,
+    active: list[Json],
+    stalled: tuple[str, str] | None,
+    now: datetime,
+) -> Patch | None:
     meta = metadata_of(pool)
     ready = sum(1 for member in active if is_ready(member))
     wanted = {
@@ -248,12 +400,16 @@ def _status_patch(pool: Json, key: ObjectKey, active: list[Json]) -> Patch | Non
         "readyReplicas": ready or None,
         "selector": pool_selector(str(meta.get("name"))),
         "observedGeneration": meta.get("generation"),
+        "conditions": _conditions(pool, stalled, now),
     }
     current = pool.get("status") or {}
     changes = {k: v for k, v in wanted.items() if current.get(k) != v}
     if not changes:
         return None
-    return Patch(key, {"status": changes}, subresource="status", why="pool status")
+    why = "pool status"
+    if "conditions" in changes:
+        why += ", and why it cannot make progress" if stalled else ", and that it can again"
+    return Patch(key, {"status": changes}, subresource="status", why=why)
 
 
 def plan_pool(obs: PoolObservation, now: datetime) -> Plan:
@@ -270,22 +426,45 @@ def plan_pool(obs: PoolObservation, now: datetime) -> Plan:
 
     members = _filter(obs, pool, recreate)
     requeue: list[float] = []
-    held = 0
+    held: list[str] = []
+    """The scheduler's messages of the members held Unschedulable."""
+    invalid: list[str] = []
+    """The messages of the members made invalid by the current template."""
     for member in list(members.active):
         if is_ready(member):
             continue
-        created = _created(member)
-        if created is None:
+        meta = metadata_of(member)
+        problem = _invalid(member)
+        if problem is not None:
+            if obs.template is None or not is_stale(member, obs.template, orphan=False):
+                invalid.append(problem)
+                continue
+            members.active.remove(member)
+            members.deletes.append(
+                Delete(
+                    key_of(member, "Sandbox"),
+                    uid=str(meta.get("uid")),
+                    why="invalid, and made from an earlier template: one from the current "
+                    "template replaces it",
+                )
+            )
+            members.terminating += 1
+            members.reasons.append("rollout")
             continue
-        deadline = created + timedelta(seconds=settings.readiness_grace)
+        pod = obs.pods.get(pod_name_of(member))
+        if _waiting_to_schedule(pod, "SchedulingGated"):
+            continue  # someone else lifts the gate; its change wakes the pool
+        start = _grace_from(member, pod)
+        if start is None:
+            continue
+        deadline = start + timedelta(seconds=settings.readiness_grace)
         if now < deadline:
             requeue.append((deadline - now).total_seconds() + GRACE_SLACK)
             continue
-        if _unschedulable(obs.pods.get(pod_name_of(member))):
-            held += 1
+        if _waiting_to_schedule(pod, "Unschedulable"):
+            held.append(str(_pod_scheduled(pod).get("message") or ""))
             continue
         members.active.remove(member)
-        meta = metadata_of(member)
         members.deletes.append(
             Delete(
                 key_of(member, "Sandbox"),
@@ -297,12 +476,9 @@ def plan_pool(obs: PoolObservation, now: datetime) -> Plan:
         members.reasons.append("stuck GC")
 
     actions: list[Action] = [*members.writes]
-    status = _status_patch(pool, key, members.active)
-    if status is not None:
-        actions.append(status)
-
-    events, memo = _progress_events(pool, held, memo, now)
-    actions.extend(events)
+    status_at = len(actions)
+    """The status and its Events go here, before the creates: a create refused again ends the
+    pass, and the condition that says so would never be written."""
     if held:
         requeue.append(settings.unschedulable_recheck)
 
@@ -352,8 +528,16 @@ def plan_pool(obs: PoolObservation, now: datetime) -> Plan:
         deletes.extend(_excess(members.active, current - desired, settings.max_batch))
         reasons.append("scale-down")
     actions.extend(_batched(deletes))
+
+    refused, memo = _refusal(obs.last_error, memo, creating=bool(creates), short=total < desired)
+    stalled = _not_progressing(obs, pool, desired, members.active, held, invalid, refused, settings)
+    status = _status_patch(pool, key, members.active, stalled, now)
+    events, memo = _progress_events(pool, stalled, memo, now)
+    actions[status_at:status_at] = [*([status] if status is not None else []), *events]
     if obs.template is None:
         reasons.append("the template does not exist (yet): nothing created")
+    if stalled is not None:
+        reasons.append(f"not progressing: {stalled[0]}")
     summary = f"{current} active, {members.terminating} terminating, {desired} desired"
     return Plan(
         actions=tuple(actions),
@@ -406,9 +590,7 @@ def _why_create(pool: Json, current: int, desired: int) -> str:
 def _no_hold(memo: PoolMemo) -> PoolMemo:
     if memo.hold_since is None:
         return memo
-    return PoolMemo(
-        not_progressing=memo.not_progressing, tokens=memo.tokens, tokens_at=memo.tokens_at
-    )
+    return replace(memo, hold_since=None, hold_members=None)
 
 
 def _shape(
@@ -447,19 +629,21 @@ def _excess(active: list[Json], count: int, max_batch: int) -> list[Action]:
 
 
 def _progress_events(
-    pool: Json, held: int, memo: PoolMemo, now: datetime
+    pool: Json, stalled: tuple[str, str] | None, memo: PoolMemo, now: datetime
 ) -> tuple[list[Action], PoolMemo]:
-    """WarmPoolNotProgressing when members are held Unschedulable, once per transition, and
-    WarmPoolProgressing when that clears."""
-    if bool(held) == memo.not_progressing:
-        return [], memo
-    updated = replace(memo, not_progressing=bool(held))
-    if held:
-        note = f"{held} sandbox(es) cannot be scheduled; holding them instead of replacing them"
+    """A Warning ``WarmPoolNotProgressing`` when the pool stops progressing or its reason
+    changes, a Normal ``WarmPoolProgressing`` when it progresses again; once each, by the memo
+    (an earlier version's ``not_progressing`` stands for ``Unschedulable``)."""
+    announced = memo.stalled or ("Unschedulable" if memo.not_progressing else None)
+    reason = stalled[0] if stalled is not None else None
+    updated = replace(memo, stalled=reason, not_progressing=False)
+    if reason == announced:
+        return [], updated
+    if stalled is not None:
         event = event_about(
             pool,
             reason="WarmPoolNotProgressing",
-            note=note,
+            note=f"{stalled[0]}: {stalled[1]}",
             type="Warning",
             now=now,
             controller=CONTROLLER_NAME,
@@ -468,7 +652,7 @@ def _progress_events(
         event = event_about(
             pool,
             reason="WarmPoolProgressing",
-            note="every member can be scheduled again",
+            note=f"the pool makes progress again ({announced} is resolved)",
             type="Normal",
             now=now,
             controller=CONTROLLER_NAME,

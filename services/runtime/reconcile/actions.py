@@ -60,6 +60,7 @@ decides, for comparing a re-run with the recorded decision.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -330,11 +331,15 @@ def plan_digest(plan: Plan) -> str:
 def _decided(action: Action) -> dict[str, Any]:
     if isinstance(action, Together):
         return {"type": "Together", "actions": [_decided(a) for a in action.actions]}
-    return {
-        "type": type(action).__name__,
-        **{
-            field.name: getattr(action, field.name)
-            for field in dataclasses.fields(action)
-            if field.name not in ("why", "step")
-        },
-    }
+    decided: dict[str, Any] = {"type": type(action).__name__}
+    for name in _decided_fields(type(action)):
+        decided[name] = getattr(action, name)
+    return decided
+
+
+@functools.cache
+def _decided_fields(kind: type) -> tuple[str, ...]:
+    """The fields of an action type that say what it decides (every pass digests its plan)."""
+    return tuple(
+        field.name for field in dataclasses.fields(kind) if field.name not in ("why", "step")
+    )

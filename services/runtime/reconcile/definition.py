@@ -123,7 +123,9 @@ class WorkerDefinition:
     """The metrics its planners record (``Record`` actions), besides the runtime's own."""
     follows: Mapping[str, Callable[[Json], bool]] = field(default_factory=dict)
     """Kind → the objects of that kind the worker follows, when not all of them: the others
-    are neither cached nor wake anything (an object that stops matching leaves the cache)."""
+    are neither cached nor wake anything (an object that stops matching leaves the cache). It
+    is given only the object's ``metadata.labels`` and ``metadata.ownerReferences``: it runs
+    before an event is decoded (:meth:`.waking.Waking.wants`)."""
     patience: Mapping[str, Callable[[Json, Json], float]] = field(default_factory=dict)
     """Kind → for a change of an object of that kind (before, after), the seconds it may wait
     for a pass already scheduled of a key it wakes: within them it joins that pass instead of
@@ -139,6 +141,9 @@ class WorkerSettings:
     """Keys reconciled at the same time (each key by one task at a time)."""
     base_delay: float = 0.005
     max_delay: float = 300.0
+    refused_backoff: float = 10.0
+    """Seconds at least between passes that keep failing on a write the API server refuses for
+    a reason retrying cannot fix (:func:`.queueing.schedule`)."""
     written_ttl: float = 30.0
     """How long a response to our write outranks the bus (see :mod:`services.runtime.cache`)."""
     start_margin: float = 10.0

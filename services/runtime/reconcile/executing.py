@@ -78,6 +78,7 @@ from services.runtime.reconcile.actions import (
     flattened,
 )
 from services.runtime.reconcile.expectations import Expectations, answered, expect
+from services.runtime.reconcile.failures import describe_failure
 from services.runtime.reconcile.tracing import StepSpans
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ async def _execute(
         outcomes.extend(done)
         failed = next((outcome for outcome in done if outcome.error is not None), None)
         if failed is not None:
-            failure = f"{failed.action.verb} {failed.target}: {failed.error}"
+            failure = describe_failure(failed.action.verb, failed.target, str(failed.error))
             steps.failed(failure)
             return Execution(tuple(outcomes), error=failure)
         if any(outcome.stale for outcome in done):

@@ -90,6 +90,7 @@ class BusFeed:
         ack_wait: float = 30.0,
         durable_check: float = 30.0,
         retry_delay: float = 1.0,
+        wanted: Callable[[str, bytes], bool] | None = None,
     ) -> None:
         self.js = js
         self.worker = worker
@@ -109,6 +110,8 @@ class BusFeed:
         self.retry_delay = retry_delay
         """Seconds between two attempts to set the feed up while NATS is away."""
         self.stats = ConsumeStats()
+        self.wanted = wanted
+        """Asked of each event before it is decoded: False, and it is acked unread."""
 
     @property
     def event_filters(self) -> list[str]:
@@ -215,6 +218,7 @@ class BusFeed:
                 bus=self.bus,
                 batch=self.batch,
                 stats=self.stats,
+                wanted=self.wanted,
             ),
             name=f"{self.durable}-consume",
         )

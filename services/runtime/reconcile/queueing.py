@@ -22,6 +22,8 @@ def schedule(
     key: K,
     *,
     failed: bool,
+    refused_write: bool = False,
+    refused_backoff: float = 0.0,
     stale: bool,
     refused: bool,
     requeue_after: float | None,
@@ -31,7 +33,11 @@ def schedule(
     """Schedule ``key`` after a pass; returns the delay (None: on the next event) and a note for
     the decision when the planner's wish was overridden. In order of precedence:
 
-    1. an action failed (``failed``) → retry with per-key exponential backoff;
+    1. an action failed (``failed``) → retry with per-key exponential backoff; when the API
+       server refused it for a reason retrying cannot fix (``refused_write``) and the key's
+       previous pass failed too, at least ``refused_backoff`` seconds: the pass after the
+       first refusal comes soon, to report it on the object (a condition, an Event), and
+       the ones after it do not hammer the API server with a write it keeps refusing;
     2. the API showed the plan was made on stale state (AlreadyExists, NotFound) → again now;
     3. the planner reported an error it cannot fix (``refused``) → backoff;
     4. otherwise the planner's ``requeue_after`` (0 = now; None = wait for the next event), and
@@ -42,6 +48,8 @@ def schedule(
     so.
     """
     if failed:
+        if refused_write and queue.failures(key) > 0:
+            return queue.backoff(key, at_least=refused_backoff), ""
         return queue.backoff(key), ""
     if stale:
         queue.add(key)

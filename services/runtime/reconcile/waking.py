@@ -6,7 +6,10 @@ wake the old and the new owner: a member a claim adopted no longer names its poo
 must see it go. Only keys of a kind the worker reconciles are queued. Around that:
 
 - ``follows``: an object the worker does not follow is neither cached nor wakes anything; one
-  that stops matching leaves the cache, as its deletion would.
+  that stops matching leaves the cache, as its deletion would. ``follows`` reads only the
+  object's labels and owner references, so :meth:`Waking.wants` can tell from the event's
+  metadata alone, before the event is decoded, that the worker has no use for it: the claim
+  worker follows the Pods of OpenSandbox, and most Pod events are those of Sandboxes.
 - The echo of a key's own write (the watcher bringing our write back) is nothing new for that
   key: it planned with the write's answer in the cache. Unless its reconciler keeps
   expectations: for those the bus showing the write is the news. Every other key still wakes.
@@ -23,12 +26,15 @@ nothing: the worker then reconciles every key once, never from a partial view.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Final
 
+from api.objects import Json
 from api.workqueue import WorkQueue
-from events.codec import ObservedState
+from events.codec import EventDecodeError, ObservedState, decode_observed
 from events.envelope import ObjectKey, key_of
+from events.subjects import event_filter
 from events.types import ObjectDeleted, ObjectEvent, ObjectModified
 from services.runtime.cache import Change, ObjectCache
 from services.runtime.reconcile.definition import Reconciler, WorkerDefinition
@@ -113,11 +119,31 @@ class Waking:
             else:
                 self._queue.add(key, trigger=event.id)
 
+    def wants(self, subject: str, payload: bytes, definition: WorkerDefinition) -> bool:
+        """Whether the event in ``payload`` on ``subject`` may matter to the worker: False only
+        for a change of an object it does not follow and does not hold, told from the event's
+        metadata without decoding the object. A payload that does not decode is wanted: the
+        consumer dead-letters it."""
+        follows = None
+        for kind, predicate in definition.follows.items():
+            if subject.startswith(_subject_prefix(kind)):
+                follows = predicate
+                break
+        if follows is None:
+            return True
+        try:
+            state = decode_observed(payload)
+        except EventDecodeError:
+            return True
+        if state is None or state.change == "deleted" or follows(_metadata_of(state)):
+            return True
+        return self._cache.observed(state.key) is not None  # it leaves what the worker follows
+
     def take_state(self, state: ObservedState, definition: WorkerDefinition) -> None:
         """One object of a read of the state table: into the cache, kept as the JSON it came
         in. Nothing wakes."""
         follows = definition.follows.get(state.key.kind)
-        if follows is not None and state.change != "deleted" and not follows(state.object()):
+        if follows is not None and state.change != "deleted" and not follows(_metadata_of(state)):
             if self._cache.observed(state.key) is not None:
                 self._cache.observe_state(state, "deleted")  # it left what this worker follows
             return
@@ -141,3 +167,14 @@ def _trace_headers_of(event: ObjectEvent) -> dict[str, str] | None:
     if isinstance(event.tracestate, str) and event.tracestate:
         headers["tracestate"] = event.tracestate
     return headers
+
+
+@functools.cache
+def _subject_prefix(kind: str) -> str:
+    """``sandbus.events.pod.`` for Pods: their filter without its namespace and name tokens."""
+    return event_filter(kind).rsplit(".", 2)[0] + "."
+
+
+def _metadata_of(state: ObservedState) -> Json:
+    """The part of the object that ``follows`` reads (see the module doc)."""
+    return {"metadata": {"labels": state.labels, "ownerReferences": state.owner_references}}

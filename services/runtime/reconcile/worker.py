@@ -20,10 +20,11 @@ plan → execute → record, child spans for the steps of its plan, and its deci
 the span's ``traceparent``; the span hangs under the last event that woke the key.
 
 Its metrics (:mod:`services.runtime.metrics`): each pass by kind and result (a pass that raised
-counts as an error too) and its duration, the events it handled, dead-lettered, skipped and
-retried, its consumer's lag, the decisions it published, and the gauges its definition reads by
-I/O, sampled at each scrape while the worker runs (so, for an active-passive worker, only on the
-replica that leads).
+counts as an error too) and its duration, the same under controller-runtime's and client-go's
+names for each reconciler, with its queue's series (:mod:`.controller_series`), the events it
+handled, dead-lettered, skipped and retried, its consumer's lag, the decisions it published, and
+the gauges its definition reads by I/O, sampled at each scrape while the worker runs (so, for an
+active-passive worker, only on the replica that leads).
 
 A planner that raises is a bug, not a reason to stop serving the other keys: the exception is
 recorded as a failed decision and the key backs off.
@@ -52,6 +53,12 @@ from services.runtime.cancellation import supervise
 from services.runtime.kube import KubeApi
 from services.runtime.metrics import RECONCILE_SECONDS, RECONCILES, Metrics
 from services.runtime.reconcile.actions import Plan
+from services.runtime.reconcile.controller_series import (
+    ERROR,
+    ControllerSeries,
+    MeteredQueue,
+    result_of,
+)
 from services.runtime.reconcile.definition import (
     Gauge,
     Observed,
@@ -65,6 +72,7 @@ from services.runtime.reconcile.executing import (
     Executor,
     carry_out,
 )
+from services.runtime.reconcile.failures import failed_write
 from services.runtime.reconcile.feeding import BusFeed, until_nats_answers
 from services.runtime.reconcile.memory import KeyMemory, MemoStore
 from services.runtime.reconcile.queueing import schedule
@@ -105,10 +113,17 @@ class Worker:
         self.cache = ObjectCache(
             label_indexes=self.definition.label_indexes, written_ttl=settings.written_ttl
         )
-        self.queue: WorkQueue[ObjectKey] = WorkQueue(
-            base_delay=settings.base_delay, max_delay=settings.max_delay
-        )
         self._reconcilers = {r.kind: r for r in self.definition.reconcilers}
+        self.series: ControllerSeries[ObjectKey] = ControllerSeries(
+            self.metrics,
+            name,
+            list(self._reconcilers),
+            concurrency=settings.concurrency,
+            kind_of=lambda key: key.kind,
+        )
+        self.queue: WorkQueue[ObjectKey] = MeteredQueue(
+            self.series.book, base_delay=settings.base_delay, max_delay=settings.max_delay
+        )
         self.memos = MemoStore(self.js, worker=name, bus=self.bus)
         self._memory = KeyMemory(self.memos, ack_timeout=settings.decision_timeout)
         self._held = HeldMessages(
@@ -138,17 +153,19 @@ class Worker:
             bus=self.bus,
             start_margin=settings.start_margin,
             batch=settings.fetch_batch,
+            wanted=self._wants if self.definition.follows else None,
         )
         stats = self.feed.stats
         labels = {"worker": name}
         self.metrics.read_from(
             "sandbus_events",
-            "Events a worker handled, dead-lettered, skipped or retried from the event log, and "
-            "the decision events it published to it.",
+            "Events a worker handled, dead-lettered, skipped, filtered (not followed, turned away "
+            "unread) or retried from the event log, and the decision events it published to it.",
             lambda: {
                 "handled": stats.handled,
                 "dead_lettered": stats.dead_lettered,
                 "skipped": stats.skipped,
+                "filtered": stats.filtered,
                 "retried": stats.retried,
                 "published": self.decisions_published,
             },
@@ -184,9 +201,11 @@ class Worker:
         if self.definition.sources:
             children.append((f"{name}-keepalive", self._held.keep_alive()))
         samplers = [self._sample(gauge) for gauge in self.definition.gauges]
+        self.series.start()
         try:
             await supervise(children)
         finally:
+            self.series.stop()
             for gauge, sampler in zip(self.definition.gauges, samplers, strict=True):
                 self.metrics.stop_sampling(gauge.name, sampler)
             self.queue.shutdown()
@@ -229,6 +248,9 @@ class Worker:
             traced=self.tracer is not None,
         )
 
+    def _wants(self, subject: str, payload: bytes) -> bool:
+        return self._waking.wants(subject, payload, self.definition)
+
     def take_state(self, state: ObservedState) -> None:
         """One object of a read of the state table: into the cache. Nothing wakes: once the
         read is complete every key is reconciled, never from a partial view."""
@@ -265,14 +287,18 @@ class Worker:
                 await self._held.let_go(key)
                 self.queue.done(key)
                 continue
+            self.series.begin(key.kind)
+            started = time.perf_counter()
             try:
                 await self.reconcile(key, triggers)
             except Exception:
                 log.exception("%s: reconcile of %s failed", self.definition.name, key)
                 labels = {"worker": self.definition.name, "kind": key.kind, "result": "error"}
                 self.metrics.record(RECONCILES, labels)
+                self.series.passed(key.kind, ERROR, time.perf_counter() - started)
                 self.queue.backoff(key)
             finally:
+                self.series.end(key.kind)
                 self.queue.done(key)
                 if self.queue.idle():
                     self._resting.soon()
@@ -307,9 +333,11 @@ class Worker:
             # By reference, not content: the same objects at the same resourceVersions make the
             # same inputs, and a pool's pass reads every member and its Pod.
             digest = inputs_digest({"inputs": recorded, "now": now})
+            panicked = False
             try:
                 plan = reconciler.plan(inputs, now)
             except Exception as error:
+                panicked = True
                 log.exception("%s: planner failed for %s", name, key)
                 plan = Plan(reason="the planner raised", error=f"planner bug: {error!r}")
                 execution = Execution()
@@ -339,10 +367,13 @@ class Worker:
             write_passes = self._memory.passed(
                 key, wrote=bool(execution.outcomes), error=execution.error
             )
+            failed = failed_write(execution.error)
             requeue_after, note = schedule(
                 self.queue,
                 key,
                 failed=execution.error is not None,
+                refused_write=failed is not None and failed.refused,
+                refused_backoff=self.settings.refused_backoff,
                 stale=execution.stale,
                 refused=plan.error is not None,
                 requeue_after=plan.requeue_after,
@@ -364,9 +395,20 @@ class Worker:
                 span.set_status(Status(StatusCode.ERROR, decision.error))
             await self._recorder.record(decision, now, trace_headers(span))
         labels = {"worker": name, "kind": key.kind}
-        self.metrics.record(RECONCILE_SECONDS, labels, time.perf_counter() - started)
+        took = time.perf_counter() - started
+        self.metrics.record(RECONCILE_SECONDS, labels, took)
         result = "ok" if decision.error is None else "error"
         self.metrics.record(RECONCILES, {**labels, "result": result})
+        self.series.passed(
+            key.kind,
+            result_of(
+                error=decision.error is not None,
+                requeue_after=requeue_after,
+                backed_off=bool(note),
+            ),
+            took,
+            panicked=panicked,
+        )
         return decision
 
     # -- for tests and tools ----------------------------------------------------------------

@@ -15,11 +15,11 @@ Which objects belong to a Sandbox's observation (docs/agent-sandbox.md §2.5):
 - the PVC of each volume claim template, ``<template name>-<sandbox name>``.
 
 Beside the objects, a Sandbox's observation holds what the worker's shell supplies: its
-settings (cluster domain, write-behind window), the failure of the previous pass, the time the
-write-behind clock started for this key, and, when tracing is on and the Sandbox carries no
-trace context yet, the carrier of the running reconcile span. They are inputs like the
-objects, so that the planner stays a function of its arguments and the decision's digest
-covers everything it looked at.
+settings (cluster domain, write-behind window, whether to record Events), the failure of the
+previous pass, the time the write-behind clock started for this key, and, when tracing is on
+and the Sandbox carries no trace context yet, the carrier of the running reconcile span. They
+are inputs like the objects, so that the planner stays a function of its arguments and the
+decision's digest covers everything it looked at.
 
 A SandboxTemplate's observation is the template and the NetworkPolicy
 ``<template>-network-policy`` (docs/agent-sandbox.md §3.1).
@@ -80,6 +80,9 @@ class SandboxObservation(msgspec.Struct, frozen=True, kw_only=True):
     trace_context: str | None = None
     """The running reconcile span's W3C carrier as JSON, when tracing is on and the Sandbox
     has no ``opentelemetry.io/trace-context`` yet."""
+    events: bool = True
+    """Record Kubernetes Events about the Sandbox (``SANDBUS_SANDBOX_EVENTS``; upstream's
+    ``--disable-sandbox-events`` turns them off)."""
 
 
 class TemplateObservation(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,11 +124,14 @@ def observe_sandbox(
     pod_patch_held_since: datetime | None = None,
     status_window: float = 0.0,
     status_held_since: datetime | None = None,
+    events: bool = True,
 ) -> SandboxObservation:
     namespace, name = key.namespace, key.name
     sandbox = cache.get(key)
     if sandbox is None:
-        return SandboxObservation(namespace=namespace, name=name, cluster_domain=cluster_domain)
+        return SandboxObservation(
+            namespace=namespace, name=name, cluster_domain=cluster_domain, events=events
+        )
     pods = {
         str(metadata_of(pod).get("name")): pod
         for pod in cache.by_label("Pod", namespace, LABEL_SANDBOX_NAME_HASH, name_hash(name))
@@ -152,6 +158,7 @@ def observe_sandbox(
         pod_patch_held_since=pod_patch_held_since,
         status_window=status_window,
         status_held_since=status_held_since,
+        events=events,
     )
 
 

@@ -5,8 +5,8 @@ The order of upstream's ``Reconcile``, and how a pass ends:
 1. No Sandbox, or one being deleted: nothing to do. There are no finalizers; the garbage
    collector removes the Pod, Service and PVCs through their owner references.
 2. Expired (:mod:`.lifecycle`): the two-pass expiry, and nothing else.
-3. A spec that cannot be acted on (:mod:`.validation`): Ready=False/``InvalidSpec`` and nothing
-   else.
+3. A spec that cannot be acted on (:mod:`.validation`): Ready=False/``InvalidConfiguration``
+   and nothing else; terminal, no requeue, until the spec changes.
 4. The children: PVCs (:mod:`.volumes`), then the Pod (:mod:`.pods`) and the Sandbox's own
    ``agents.x-k8s.io/pod-name`` annotation (upstream writes it in ``reconcilePod``), then the
    Service (:mod:`.headless`, skipped while the Pod mapping is ambiguous).
@@ -55,6 +55,13 @@ finds the Pod; a Pod named like its Sandbox is the one an absent annotation name
 that write carries nothing new and is left out. A Pod of another name is recorded as upstream
 records it, and a stale value is removed.
 
+Events (:mod:`.lifecycle_events`). Each lifecycle step is announced once, by the pass that makes
+it: ``SandboxPodCreated`` right after the Pod's create, ``SandboxPodCreateFailed`` by the pass
+after a refused one, ``SandboxReady``/``SandboxSuspended``/``PodSucceeded``/``PodFailed`` right
+after the status write that makes the transition, ``SandboxExpired`` after the write that marks
+the expiry (Retain only). Off with ``SANDBUS_SANDBOX_EVENTS=false``, which silences the
+MultiplePods warning too.
+
 The MultiplePods case writes a Warning event (``events.k8s.io``, reason ``MultiplePods``) once,
 when the Ready reason becomes MultiplePods, and is not retried: it needs a person. Errors of a
 pass (an object the Sandbox may not adopt or use) are reported as Ready=False/
@@ -73,7 +80,6 @@ from api.agents import Sandbox, SandboxStatus
 from api.keys import ANNOTATION_POD_NAME, ANNOTATION_TRACE_CONTEXT, name_hash
 from api.objects import Json
 from events.envelope import ObjectKey
-from services.runtime.kube_events import event_about
 from services.runtime.reconcile.actions import Action, Create, Patch, Plan, Step
 from services.sandbox.core.headless import ServicePlan, plan_service
 from services.sandbox.core.lifecycle import (
@@ -82,7 +88,16 @@ from services.sandbox.core.lifecycle import (
     plan_expired,
     plan_mark_expired,
 )
-from services.sandbox.core.observation import SandboxObservation
+from services.sandbox.core.lifecycle_events import (
+    CONTROLLER_NAME,
+    Notice,
+    event_creates,
+    expired,
+    pod_create_failed,
+    pod_created,
+    status_transitions,
+)
+from services.sandbox.core.observation import SandboxObservation, resolve_pod_name
 from services.sandbox.core.pods import PodPlan, plan_pod
 from services.sandbox.core.status import (
     CONDITION_FINISHED,
@@ -98,7 +113,7 @@ from services.sandbox.core.status import (
     with_pod_fields,
     with_service_fields,
 )
-from services.sandbox.core.validation import REASON_INVALID_SPEC, problems
+from services.sandbox.core.validation import REASON_INVALID_CONFIGURATION, problems
 from services.sandbox.core.volumes import plan_claims
 
 __all__ = [
@@ -107,12 +122,10 @@ __all__ = [
     "STEP_PVCS",
     "WRITE_BEHIND_BOUND",
     "WriteBehindMemo",
-    "multiple_pods_event",
     "plan_sandbox",
     "read_sandbox",
 ]
 
-CONTROLLER_NAME = "sandbox-controller"
 STEP_PVCS = "reconcilePVCs"
 STEP_POD = "reconcilePod"
 WRITE_BEHIND_BOUND = 1.0
@@ -156,10 +169,16 @@ def plan_sandbox(observation: SandboxObservation, now: datetime) -> Plan:
 def _plan_live(
     sandbox: Sandbox, observation: SandboxObservation, key: ObjectKey, now: datetime
 ) -> Plan:
-    expired, requeue_after = check_expiry(sandbox, now)
-    if expired:
+    has_expired, requeue_after = check_expiry(sandbox, now)
+    if has_expired:
         if not marked_expired(sandbox):
-            return plan_mark_expired(sandbox, key, now)
+            plan = plan_mark_expired(sandbox, key, now)
+            if observation.events and plan.actions and sandbox.spec.shutdown_policy == "Retain":
+                announce = event_creates(
+                    observation.sandbox or {}, [expired(sandbox.spec.shutdown_time)], now
+                )
+                plan = dataclasses.replace(plan, actions=(*plan.actions, *announce))
+            return plan
         return plan_expired(sandbox, observation, key, now)
 
     invalid = problems(sandbox)
@@ -188,7 +207,7 @@ def _plan_invalid(sandbox: Sandbox, key: ObjectKey, invalid: list[str], now: dat
         status,
         conditions=set_conditions(
             status.conditions,
-            [ConditionValue(CONDITION_READY, "False", REASON_INVALID_SPEC, message)],
+            [ConditionValue(CONDITION_READY, "False", REASON_INVALID_CONFIGURATION, message)],
             generation=sandbox.metadata.generation,
             now=now,
         ),
@@ -221,6 +240,7 @@ def _plan_children(
     ]
     held = _held_pod_patch(pod, observation, now)
     pod_step: list[Action] = [] if held else list(pod.actions)
+    creates_pod = any(_is_pod_create(action) for action in pod_step)
     if pod.changes_annotation:
         value = pod.pod_name_annotation
         pod_step.append(
@@ -240,14 +260,12 @@ def _plan_children(
     status_held: tuple[datetime, float] | None = None
     if writes and observation.last_error is None:
         current = condition(sandbox, CONDITION_READY)
-        if any(isinstance(action, Create) for action in pod_step) and (
-            current is None or current.status != "True"
-        ):
+        if creates_pod and (current is None or current.status != "True"):
             # The status that follows a new Pod can only say that it is on its way: it is
             # held from now, and the Pod's own changes wake the passes that look again.
             status_held = _hold(observation.status_held_since, observation.status_window, now)
         plan = Plan(
-            actions=tuple(writes),
+            actions=tuple(_announce_pod_created(writes, sandbox, observation, now)),
             requeue_after=None if status_held else 0,
             reason="bringing the children in line; the status follows once they are written",
             error=first_error,
@@ -260,11 +278,11 @@ def _plan_children(
         # again.)
         errors = [*found, observation.last_error] if writes and observation.last_error else found
         report, ready = _report(sandbox, observation, key, now, pod.finding, service, errors)
-        status_held = _held_status(report, ready, sandbox, observation, now)
-        if status_held is not None:
-            report = report[1:]
+        status_held = _held_status(report.status, ready, sandbox, observation, now)
+        written = report.others if status_held is not None else report.actions
+        announced = _announce_pod_created(writes, sandbox, observation, now)
         plan = Plan(
-            actions=(*report, *writes),
+            actions=(*written, *announced),
             requeue_after=0 if writes else requeue_after,
             reason=f"Ready={ready.status} ({ready.reason}: {ready.message})",
             error=first_error,
@@ -288,6 +306,33 @@ def _plan_children(
 
 def _in_step(step: str, actions: Iterable[Action]) -> list[Action]:
     return [dataclasses.replace(action, step=step) for action in actions]
+
+
+def _is_pod_create(action: Action) -> bool:
+    return isinstance(action, Create) and action.target.kind == "Pod"
+
+
+def _announce_pod_created(
+    writes: list[Action],
+    sandbox: Sandbox,
+    observation: SandboxObservation,
+    now: datetime,
+) -> list[Action]:
+    """``writes`` with ``SandboxPodCreated`` right after the Pod's create, in its step: the
+    runtime writes it only when the create succeeded (an AlreadyExists answer stops the pass)."""
+    if not observation.events:
+        return writes
+    announced: list[Action] = []
+    for action in writes:
+        announced.append(action)
+        if _is_pod_create(action):
+            (event,) = event_creates(
+                observation.sandbox or {},
+                [pod_created(action.target.name or sandbox.metadata.name or "")],
+                now,
+            )
+            announced.append(dataclasses.replace(event, step=action.step))
+    return announced
 
 
 def _held_pod_patch(
@@ -340,6 +385,19 @@ def _hold(since: datetime | None, window: float, now: datetime) -> tuple[datetim
     return since, min(left, window)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Report:
+    """What a pass that reports writes: the status write with the Events that announce its
+    transitions (held back together), then the other Events."""
+
+    status: list[Action]
+    others: list[Action]
+
+    @property
+    def actions(self) -> list[Action]:
+        return [*self.status, *self.others]
+
+
 def _report(
     sandbox: Sandbox,
     observation: SandboxObservation,
@@ -348,8 +406,8 @@ def _report(
     finding: PodFinding,
     service: ServicePlan | None,
     errors: list[str],
-) -> tuple[list[Action], ConditionValue]:
-    """The status write (when worth one) and the MultiplePods warning, and the Ready value."""
+) -> tuple[_Report, ConditionValue]:
+    """The status write (when worth one), the Events of the pass, and the Ready value."""
     hashed = name_hash(sandbox.metadata.name or "")
     status = with_pod_fields(sandbox.status or SandboxStatus(), finding, hashed)
     if service is not None:
@@ -377,30 +435,33 @@ def _report(
             ],
         ),
     )
-    actions: list[Action] = []
+    body = observation.sandbox or {}
+    pod_name = resolve_pod_name(body)
+    written: list[Action] = []
+    announced: list[Notice] = []
+    failed = pod_create_failed(
+        observation.last_error, key.namespace, (pod_name, sandbox.metadata.name or "")
+    )
+    if failed is not None:
+        announced.append(failed)
     patch = status_patch(sandbox, status, key)
     if patch is not None:
-        actions.append(patch)
+        written.append(patch)
+        before = sandbox.status.conditions if sandbox.status else None
+        announced.extend(status_transitions(before, status.conditions, pod_name))
+    others: list[Notice] = []
     if multiple is not None:
         current = condition(sandbox, CONDITION_READY)
         if current is None or current.reason != "MultiplePods":
-            actions.append(
-                Create(
-                    multiple_pods_event(observation.sandbox or {}, multiple, now),
-                    why="warn about MultiplePods",
-                )
-            )
-    ready = next(value for value in values if value.type == CONDITION_READY)
-    return actions, ready
-
-
-def multiple_pods_event(sandbox: Json, message: str, now: datetime) -> Json:
-    """The Warning an events.k8s.io recorder would write about ``sandbox``."""
-    return event_about(
-        sandbox,
-        reason="MultiplePods",
-        note=message,
-        type="Warning",
-        now=now,
-        controller=CONTROLLER_NAME,
+            others.append(Notice("MultiplePods", multiple, type="Warning"))
+    if not observation.events:
+        announced, others = [], []
+    if failed is not None and patch is None:
+        # Nothing to hold the failure back with: it is reported with the other Events.
+        announced, others = [], [*announced, *others]
+    events = event_creates(body, [*announced, *others], now)
+    report = _Report(
+        status=[*written, *events[: len(announced)]], others=list(events[len(announced) :])
     )
+    ready = next(value for value in values if value.type == CONDITION_READY)
+    return report, ready

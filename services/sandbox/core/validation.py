@@ -4,9 +4,16 @@ The CRD schema accepts any pod spec (it is an embedded object), so a Sandbox can
 server and still describe a Pod, PVC or Service that the API server will refuse. Upstream finds
 out by trying: every pass fails the same create, and the Sandbox shows
 ``ReconcilerError: Error seen: Pod "x" is invalid: …``. We check the mistakes that are
-certain to fail before trying, and report them as Ready=False with reason ``InvalidSpec`` and a
-message that names the field and the fix. Nothing is created for such a Sandbox until its spec
-changes (that change is an event, which wakes it again); other Sandboxes are not affected.
+certain to fail before trying, and report them as Ready=False with upstream's reason
+``InvalidConfiguration`` (v1.0.4) and a message that names each field and its fix. The reason
+is terminal: nothing is created for such a Sandbox and nothing is retried until its spec
+changes (that change is an event, which wakes it again); other Sandboxes are not affected. A
+claim forwards its Sandbox's Ready condition, so the claim carries the reason too, and the SDK
+stops waiting at once.
+
+Earlier versions of sandbus wrote the reason ``InvalidSpec``; the next pass over such a Sandbox
+computes the condition again and writes ``InvalidConfiguration`` in its place (the status
+stays False, so ``lastTransitionTime`` does not move).
 
 Anything the API server refuses that is not caught here still surfaces: the refused write's
 error is the next pass's ``last_error``, reported as ``ReconcilerError``.
@@ -19,15 +26,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from api.agents import Sandbox
+from api.agents import REASON_INVALID_CONFIGURATION, SERVICE_NAME_MAX_LENGTH, Sandbox
 
-__all__ = ["REASON_INVALID_SPEC", "parse_time", "problems"]
-
-REASON_INVALID_SPEC = "InvalidSpec"
+__all__ = ["REASON_INVALID_CONFIGURATION", "parse_time", "problems"]
 
 _DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_MAX_LABEL = 63
+_MAX_LABEL = SERVICE_NAME_MAX_LENGTH
 _MAX_SUBDOMAIN = 253
 
 

@@ -7,12 +7,15 @@ changed. One pass does, in order:
    the cleanup finalizer. The images in the registry are kept: a paused sandbox may still need
    them, and only their owner knows.
 2. The cleanup finalizer, if missing, so that the Jobs never outlive the snapshot.
-3. Pending: with no registry configured, Failed ``RegistryNotConfigured``; no BatchSandbox of
-   that name, Failed ``BatchSandboxLookupFailed``; no Pod of the sandbox to commit
+3. Pending: a format other than ``rootfs-v1`` (:mod:`.formats`), Failed
+   ``IncompatibleSnapshotFormat``; a ``rootfs-v1`` snapshot whose status already holds a VM's
+   state, Failed ``InvalidCheckpointContract``; with no registry configured, Failed
+   ``RegistryNotConfigured``; no BatchSandbox of that name, Failed
+   ``BatchSandboxLookupFailed``; no Pod of the sandbox to commit
    (:mod:`.source`), Failed ``SourcePodNotFound``; no containers, Failed ``NoContainers``; a
    Job of that name that no snapshot controls, Failed ``CommitJobNameTaken``.
-   Otherwise create the commit Job and report Committing, with the source Pod and node and the
-   image each container is committed to.
+   Otherwise create the commit Job and report Committing, with the source Pod and node, the
+   image each container is committed to, and ``status.format: rootfs-v1``.
 4. Committing: the Job succeeded, Succeed with each container's digest from the commit Pod's
    termination message and the condition Ready ``SnapshotReady``; the Job failed for good, the
    best-effort unpause Job, then Failed ``CommitJobFailed`` with the Job's message; a Job that
@@ -48,6 +51,7 @@ from services.runtime.cache import ObjectCache
 from services.runtime.kube_events import event_about
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan
 from services.runtime.times import parse_time, rfc3339_nano
+from services.snapshot.core.formats import COMMITTED_FORMAT, format_refusal
 from services.snapshot.core.images import container_names, image_tag, image_uri
 from services.snapshot.core.jobs import (
     CommitterSettings,
@@ -195,6 +199,7 @@ class _Pass:
         self.status(
             {
                 "phase": "Failed",
+                "format": None,
                 "sourcePodName": None,
                 "sourceNodeName": None,
                 "containers": None,
@@ -282,6 +287,9 @@ def _deleting(run: _Pass, finalizers: list[str]) -> Plan:
 def _pending(run: _Pass) -> Plan:
     obs = run.obs
     settings = obs.settings
+    refusal = format_refusal(run.snapshot)
+    if refusal is not None:
+        return run.fail(refusal.reason, refusal.message)
     if not settings.registry:
         return run.fail(
             "RegistryNotConfigured",
@@ -335,6 +343,7 @@ def _report_committing(run: _Pass, pod: str, node: str, images: Sequence[tuple[s
     run.status(
         {
             "phase": "Committing",
+            "format": COMMITTED_FORMAT,
             "sourcePodName": pod,
             "sourceNodeName": node,
             "containers": [{"containerName": c, "imageUri": uri} for c, uri in images],
@@ -386,6 +395,7 @@ def _committing(run: _Pass, job: Json) -> Plan:
         run.status(
             {
                 "phase": "Succeed",
+                "format": COMMITTED_FORMAT,
                 "sourcePodName": status.get("sourcePodName"),
                 "sourceNodeName": status.get("sourceNodeName"),
                 "containers": containers,
@@ -420,6 +430,7 @@ def _committing(run: _Pass, job: Json) -> Plan:
     run.status(
         {
             "phase": "Failed",
+            "format": COMMITTED_FORMAT,
             "sourcePodName": status.get("sourcePodName"),
             "sourceNodeName": status.get("sourceNodeName"),
             "containers": containers,

@@ -11,25 +11,15 @@ more replica is one more Pod; the expiry deletes the sandbox. Every wait is boun
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from nats.js import JetStreamContext
-
 from api.opensandbox import ANNOTATION_ENDPOINTS, LABEL_BATCH_SANDBOX_NAME, LABEL_POD_INDEX
-from devtools.cluster import DevCluster
 from events.envelope import ObjectKey
-from services.claim.core.plan import CONTROLLER_NAME
-from services.claim.worker import claim_worker
-from services.runtime.bus import BusConfig
 from services.runtime.kube import KubeApi, KubeError
-from services.runtime.reconcile.worker import Worker
-from services.runtime.worker_api import WorkerSettings
 from tests.support.samples import NS, Json, stamp
-from tests.support.stack import api_client, bounded, cluster_and_watcher, loaded
+from tests.support.stack import api_client, bounded, claim_worker_running, cluster_and_watcher
 from tests.support.waiting import until
 
 NAME = "batch-demo"
@@ -55,24 +45,6 @@ def batch_sandbox_body(replicas: int) -> Json:
             ],
         },
     }
-
-
-@contextlib.asynccontextmanager
-async def claim_worker_running(
-    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
-) -> AsyncIterator[Worker]:
-    async with bounded(
-        api_client(cluster, tmp_path, "claim"), "the claim worker's API client"
-    ) as client:
-        worker = Worker(
-            claim_worker(),
-            js=js,
-            api=KubeApi(client, field_manager=CONTROLLER_NAME),
-            bus=bus,
-            settings=WorkerSettings(concurrency=4, max_delay=2.0),
-        )
-        async with loaded(worker, "claim worker"):
-            yield worker
 
 
 async def test_a_batch_sandbox_in_template_mode(nats_url: str, tmp_path: Path) -> None:

@@ -281,7 +281,8 @@ async def test_apply_of_an_invalid_manifest_names_the_field(
     kubectl: Kubectl, tmp_path: Path, edit: Json, message: str
 ) -> None:
     """Row 20 (CRD structural-schema validation) and row 13 (422 Invalid with causes that
-    name the field; kubectl prints them as ``The Kind "name" is invalid: field: ...``)."""
+    name the field; kubectl prints several as ``* field: ...`` lines). Both errors block the
+    CRD's validation rules (row 29), which the real server says with one more cause."""
     document = example(SANDBOX_EXAMPLE)
     document["spec"].update(edit)
     document["spec"] = {key: value for key, value in document["spec"].items() if value is not None}
@@ -290,7 +291,12 @@ async def test_apply_of_an_invalid_manifest_names_the_field(
     result = await kubectl("apply", "-f", path)
 
     assert (result.code, result.out) == (1, "")
-    assert result.err == f'The Sandbox "notebook-alice" is invalid: {message}\n'
+    assert result.err == (
+        'The Sandbox "notebook-alice" is invalid: \n'
+        f"* {message}\n"
+        '* <nil>: Invalid value: "null": some validation rules were not checked because the '
+        "object was invalid; correct the existing errors to complete validation\n"
+    )
     assert (await kubectl("get", "sandbox", "notebook-alice")).code == 1
 
 

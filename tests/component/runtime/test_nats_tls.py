@@ -1,82 +1,18 @@
 """TLS between the services and NATS, on a real nats-server that requires it and verifies its
 clients' certificates (``SANDBUS_NATS_TLS_CA``, ``_CERT``, ``_KEY``; services/runtime/connection.py
-``tls_context``). The certificates are made here with openssl."""
+``tls_context``). The certificates are made with openssl (certificates.py)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from devtools.natsd import NatsServer, TlsFiles
 from services.runtime.connection import ConnectionLost, connect_nats, tls_context
+from tests.component.runtime.certificates import certificates, needs_openssl
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("openssl") is None, reason="no openssl to make certificates"
-)
-
-
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
-def certificates(directory: Path) -> dict[str, Path]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, both signed by it."""
-    paths = {
-        name: directory / f"{name}.pem"
-        for name in ("ca", "ca-key", "server", "server-key", "client", "client-key")
-    }
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=test-ca",
-        "-keyout",
-        str(paths["ca-key"]),
-        "-out",
-        str(paths["ca"]),
-    )
-    for who, san in (("server", "IP:127.0.0.1"), ("client", "DNS:sandbus-test")):
-        request = directory / f"{who}.csr"
-        _openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            f"/CN={who}",
-            "-keyout",
-            str(paths[f"{who}-key"]),
-            "-out",
-            str(request),
-        )
-        extensions = directory / f"{who}.ext"
-        extensions.write_text(f"subjectAltName={san}\n")
-        _openssl(
-            "x509",
-            "-req",
-            "-in",
-            str(request),
-            "-CA",
-            str(paths["ca"]),
-            "-CAkey",
-            str(paths["ca-key"]),
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-out",
-            str(paths[who]),
-            "-extfile",
-            str(extensions),
-        )
-    return paths
+pytestmark = needs_openssl
 
 
 @pytest.mark.timeout(60)

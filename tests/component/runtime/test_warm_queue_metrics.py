@@ -82,3 +82,31 @@ async def test_the_pool_worker_reports_each_queue_s_depth_at_each_scrape(
             'sandbus_reconcile_duration_seconds_count{kind="SandboxWarmPool",worker="pool"}',
         ):
             assert re.search(rf"^{re.escape(series)} \S+$", text, re.MULTILINE), series
+
+        # controller-runtime's and client-go's series, under upstream's controller names, so
+        # agent-sandbox's dashboards find each worker's reconcilers.
+        claim_text = await scrape(s.workers["claim"].metrics)
+        for series, served in (
+            (
+                'controller_runtime_reconcile_total{controller="sandboxwarmpool",result="success"}',
+                text,
+            ),
+            ('controller_runtime_max_concurrent_reconciles{controller="sandboxwarmpool"}', text),
+            ('workqueue_adds_total{controller="sandboxwarmpool",name="sandboxwarmpool"}', text),
+            (
+                'controller_runtime_reconcile_time_seconds_count{controller="sandboxclaim"}',
+                claim_text,
+            ),
+            (
+                'workqueue_depth{controller="sandboxclaim",name="sandboxclaim",priority="0"}',
+                claim_text,
+            ),
+        ):
+            match = re.search(rf"^{re.escape(series)} (\S+)$", served, re.MULTILINE)
+            assert match, series
+        passes = re.findall(
+            r'^controller_runtime_reconcile_total\{controller="sandboxclaim",result="\w+"\} (\S+)$',
+            claim_text,
+            re.MULTILINE,
+        )
+        assert sum(map(float, passes)) > 0, "the claim reconciler's passes are counted"

@@ -115,7 +115,7 @@ async def test_an_invalid_sandbox_is_told_why_and_the_others_still_come_up(stack
 
     async def reported() -> Json | None:
         found = await stack.get("Sandbox", "broken")
-        return found if condition(found) == ("False", "InvalidSpec") else None
+        return found if condition(found) == ("False", "InvalidConfiguration") else None
 
     broken: Json = await until(reported)
     ready = next(c for c in broken["status"]["conditions"] if c["type"] == "Ready")

@@ -101,6 +101,9 @@ async def test_a_starting_pod_s_progress_waits_for_the_pass_that_ends_the_status
         decisions = [d.data for d in await decisions_for(stack, "slow")]
         assert len(decisions) == 2, [d.reason for d in decisions]
         created, ended = decisions
-        assert [(a.verb, a.target.kind) for a in created.actions] == [("create", "Pod")]
+        assert [(a.verb, a.target.kind) for a in created.actions] == [
+            ("create", "Pod"),
+            ("create", "Event"),  # SandboxPodCreated
+        ]
         assert [(a.verb, a.target.kind) for a in ended.actions] == [("patch status", "Sandbox")]
         assert len(ended.triggers) >= 2, "the Pod's scheduling and start joined it"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,12 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
 
 
 @contextlib.asynccontextmanager
-async def consuming(js: JetStreamContext, handle: Any, stats: ConsumeStats) -> AsyncIterator[None]:
+async def consuming(
+    js: JetStreamContext,
+    handle: Any,
+    stats: ConsumeStats,
+    wanted: Callable[[str, bytes], bool] | None = None,
+) -> AsyncIterator[None]:
     started = asyncio.Event()
     task = asyncio.create_task(
         consume_events(
@@ -70,6 +75,7 @@ async def consuming(js: JetStreamContext, handle: Any, stats: ConsumeStats) -> A
             max_deliver=2,
             stats=stats,
             started=started,
+            wanted=wanted,
         )
     )
     await started.wait()
@@ -129,6 +135,32 @@ async def test_garbage_on_an_event_subject_is_dead_lettered_and_the_consumer_car
         assert letter.headers[DLQ_SUBJECT] == SUBJECT
         assert letter.headers[DLQ_REJECTED_BY] == "test-worker"
     assert letters[1].data == tampered  # the evidence, byte for byte
+
+
+async def test_what_the_consumer_does_not_want_is_acked_unread_and_garbage_still_dead_lettered(
+    nc: Client,
+) -> None:
+    """``wanted`` turns a message away before it is decoded: acked, counted and never handled.
+    What it lets through is classified as ever, garbage included."""
+    js = nc.jetstream()
+    handled: list[Event] = []
+
+    async def handle(event: Event, msg: Msg) -> None:
+        handled.append(event)
+
+    unwanted = encode_event(observed_event("added", sandbox(resource_version="41"), time=NOW))
+    stats = ConsumeStats()
+    async with consuming(js, handle, stats, wanted=lambda _, payload: payload != unwanted):
+        await js.publish(SUBJECT, unwanted)
+        await js.publish(SUBJECT, b"\x00not json")
+        good = observed_event("modified", sandbox(resource_version="44"), time=NOW)
+        await js.publish(SUBJECT, encode_event(good))
+        await until(
+            lambda: (stats.filtered, stats.dead_lettered, stats.handled) == (1, 1, 1),
+            within=10.0,
+            interval=0.1,
+        )
+    assert [e.id for e in handled] == [good.id]
 
 
 async def test_a_handler_that_keeps_failing_dead_letters_the_event_after_its_retries(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar, cast
 
@@ -161,15 +161,6 @@ def _pod(core: k8s.CoreV1Api, name: str) -> k8s.V1Pod | None:
         if error.status == 404:
             return None
         raise
-
-
-@pytest.fixture
-def kube(sandbus_up: Path) -> Iterator[k8s.ApiClient]:
-    """The official client on the kubeconfig `sandbus up` wrote: the test's own reads."""
-    with k8s_config.new_client_from_config(
-        config_file=str(sandbus_up / "kubeconfig"), persist_config=False
-    ) as api:
-        yield api
 
 
 def test_the_sdk_claims_a_warm_sandbox_reads_it_and_deletes_it(

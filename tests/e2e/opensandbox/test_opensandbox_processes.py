@@ -3,10 +3,10 @@ and its allocation ledger) and the claim worker (BatchSandbox) as their own proc
 development cluster.
 
 What must hold: the sample manifests reach their documented state; a sandbox that asks more of
-a Pool than its poolMax allows says so (PoolCapacityExhausted) and completes when another
-sandbox gives its Pods back; and however often the allocating process is killed, no Pod is
-ever held by two sandboxes, none is lost, and the Pool's ``allocated`` is what the sandboxes
-hold.
+a Pool than its poolMax allows says so (PoolAllocationPending, reason PoolCapacityExhausted)
+and completes when another sandbox gives its Pods back; and however often the allocating
+process is killed, no Pod is ever held by two sandboxes, none is lost, and the Pool's
+``allocated`` is what the sandboxes hold.
 """
 
 from __future__ import annotations
@@ -222,7 +222,8 @@ async def test_a_sandbox_beyond_pool_max_waits_with_the_reason_then_completes(
     tmp_path: Path,
 ) -> None:
     """30 Pods asked of a Pool with poolMax 20: the second sandbox says
-    PoolCapacityExhausted while it waits, and completes once the first is deleted."""
+    PoolAllocationPending (reason PoolCapacityExhausted, upstream's names) while it waits, and
+    completes once the first is deleted, the condition gone."""
     logs = tmp_path / "logs"
     logs.mkdir()
     async with cluster_world(tmp_path, nodes=3) as (nats_server, _, kube, kubeconfig, _history):
@@ -234,15 +235,14 @@ async def test_a_sandbox_beyond_pool_max_waits_with_the_reason_then_completes(
                 await kube.create(batch_body("second", 15, "capped"))
 
                 async def exhausted() -> bool:
-                    return "PoolCapacityExhausted" in conditions(
-                        await get(kube, "BatchSandbox", "second")
-                    )
+                    found = conditions(await get(kube, "BatchSandbox", "second"))
+                    return found.get("PoolAllocationPending") == "PoolCapacityExhausted"
 
                 await until(exhausted, within=60, interval=0.2)
                 await kube.delete(ObjectKey("BatchSandbox", NS, "first"))
                 await until(lambda: sandbox_ready(kube, "second", 15), within=90, interval=0.2)
                 second = await get(kube, "BatchSandbox", "second")
-                assert "PoolCapacityExhausted" not in conditions(second)
+                assert "PoolAllocationPending" not in conditions(second)
                 assert await get(kube, "BatchSandbox", "first") is None, "released, then gone"
                 await one_holder_each(kube)
         except AssertionError as failure:

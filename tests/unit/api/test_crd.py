@@ -332,6 +332,18 @@ def test_the_sandbox_spec_carries_the_immutability_rule() -> None:
     assert [rule["message"] for rule in rules] == ["volumeClaimTemplates is immutable"]
 
 
+def test_the_sandbox_root_carries_the_service_name_rule() -> None:
+    """Upstream v1.0.6: at the root, since it reads ``metadata.name`` beside ``spec.service``."""
+    from api.agents import SERVICE_NAME_LENGTH, Sandbox, SandboxTemplate
+
+    rule, message = SERVICE_NAME_LENGTH
+    assert openapi_schema(Sandbox)["x-kubernetes-validations"] == [
+        {"message": message, "rule": rule}
+    ]
+    assert "size(self.metadata.name) <= 63" in rule
+    assert "x-kubernetes-validations" not in openapi_schema(SandboxTemplate)
+
+
 def test_the_generated_schema_is_structural(spec_schema: dict[str, Any]) -> None:
     assert schema_problems(openapi_schema(Holder)) == []
 

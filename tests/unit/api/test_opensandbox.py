@@ -13,6 +13,8 @@ import yaml
 
 from api import opensandbox as osb
 from api.meta import Resource
+from devtools.cluster.apirules.structural import StructuralSchema
+from tests.unit.api.manifests import CRD_DIR, OBSERVED_DIR, load_documents
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "opensandbox"
 KINDS: dict[str, type[Resource]] = {
@@ -46,6 +48,16 @@ OBSERVED_STATUS: dict[str, dict[str, Any]] = {
         "allocated": 3,
         "available": 5,
         "updated": 9,
+        "conditions": [
+            {
+                "type": "ReplicaFailure",
+                "status": "True",
+                "reason": "FailedCreate",
+                "message": "the API server refuses the Pool's Pods (Invalid, 422): Pod is "
+                "invalid: spec.containers[0].image: Required value",
+                "lastTransitionTime": "2026-07-01T10:00:01Z",
+            },
+        ],
     },
     "batchsandbox-pooled.yaml": {
         "observedGeneration": 1,
@@ -69,10 +81,11 @@ OBSERVED_STATUS: dict[str, dict[str, Any]] = {
                 "lastTransitionTime": "2026-07-01T10:00:02Z",
             },
             {
-                "type": "PoolCapacityExhausted",
+                "type": "PoolAllocationPending",
                 "status": "True",
-                "reason": "PoolAtMax",
-                "message": "pool python-pool is at poolMax (20); 1 of 3 pods still missing",
+                "reason": "PoolCapacityExhausted",
+                "message": "Pool python-pool is at poolMax (20) with 0 free Pods; waiting for 1 "
+                "more",
                 "lastTransitionTime": "2026-07-01T10:00:01Z",
             },
         ],
@@ -80,6 +93,7 @@ OBSERVED_STATUS: dict[str, dict[str, Any]] = {
     "sandboxsnapshot.yaml": {
         "observedGeneration": 1,
         "phase": "Succeed",
+        "format": "rootfs-v1",
         "sourcePodName": "notebook-ada-0",
         "sourceNodeName": "node-a3",
         "containers": [
@@ -105,6 +119,16 @@ OBSERVED_STATUS: dict[str, dict[str, Any]] = {
 
 def observed(name: str) -> dict[str, Any]:
     return {**example(name), "status": OBSERVED_STATUS[name]}
+
+
+def observed_fixtures() -> list[dict[str, Any]]:
+    """The OpenSandbox objects under tests/fixtures/observed (as the API server serves them)."""
+    return [
+        document
+        for path in sorted(OBSERVED_DIR.glob("*.yaml"))
+        for document in load_documents(path)
+        if document["kind"] in KINDS and document["apiVersion"].startswith(f"{osb.GROUP}/")
+    ]
 
 
 # --- The examples ---------------------------------------------------------------------------------
@@ -174,6 +198,7 @@ def test_examples_and_observed_status_together_set_every_field() -> None:
     seen: set[tuple[str, str]] = set()
     manifests = [manifest for _, manifest in load_examples()]
     manifests += [observed(name) for name in OBSERVED_STATUS]
+    manifests += observed_fixtures()
     for manifest in manifests:
         kind = KINDS[manifest["kind"]]
         present_fields(mi.type_info(kind), manifest, seen)
@@ -317,10 +342,21 @@ def test_snapshot_conditions_are_ready_or_failed_only() -> None:
 
 def test_a_condition_needs_only_type_and_status() -> None:
     condition = msgspec.convert(
-        {"type": "PoolCapacityExhausted", "status": "True"}, osb.BatchSandboxCondition
+        {"type": "PoolAllocationPending", "status": "True"}, osb.BatchSandboxCondition
     )
     assert condition.reason is None
     assert condition.last_transition_time is None
+
+
+def test_the_former_exhaustion_type_is_still_read() -> None:
+    """PoolCapacityExhausted, the type sandbus wrote before it took upstream's
+    PoolAllocationPending, stays valid, so an object that carries it is read (and written
+    again without it, tests/unit/claim/batch/test_plan.py)."""
+    condition = msgspec.convert(
+        {"type": "PoolCapacityExhausted", "status": "True", "reason": "PoolAtMax"},
+        osb.BatchSandboxCondition,
+    )
+    assert condition.type == "PoolCapacityExhausted"
 
 
 @pytest.mark.parametrize("value", [0, 5, "25%", "100%"])
@@ -412,6 +448,23 @@ def test_schemaless_fields_preserve_unknown_fields() -> None:
     assert non_null(pool["template"])["x-kubernetes-preserve-unknown-fields"] is True
 
 
+def test_inverted_capacity_bounds_are_refused_by_rules_upstream_lacks() -> None:
+    """Issue #32: bufferMin above bufferMax, or poolMin above poolMax, is refused by the CRD
+    (upstream's checks nothing, docs/opensandbox.md §1.3); bufferMax above poolMax is not
+    (poolMax wins, as upstream's envtest expects)."""
+    capacity = non_null(properties(schema_of(osb.Pool), "PoolSpec")["capacitySpec"])
+    assert capacity["x-kubernetes-validations"] == [
+        {
+            "message": "bufferMin must not be greater than bufferMax",
+            "rule": "self.bufferMin <= self.bufferMax",
+        },
+        {
+            "message": "poolMin must not be greater than poolMax",
+            "rule": "self.poolMin <= self.poolMax",
+        },
+    ]
+
+
 def test_max_unavailable_is_int_or_string_in_the_schema() -> None:
     pool = schema_of(osb.Pool)
     for strategy in ("ScaleStrategy", "UpdateStrategy"):
@@ -421,7 +474,11 @@ def test_max_unavailable_is_int_or_string_in_the_schema() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "status_struct"),
-    [(osb.BatchSandbox, "BatchSandboxStatus"), (osb.SandboxSnapshot, "SandboxSnapshotStatus")],
+    [
+        (osb.BatchSandbox, "BatchSandboxStatus"),
+        (osb.SandboxSnapshot, "SandboxSnapshotStatus"),
+        (osb.Pool, "PoolStatus"),
+    ],
 )
 def test_conditions_are_a_list_map_keyed_by_type(kind: type[Resource], status_struct: str) -> None:
     conditions = non_null(properties(schema_of(kind), status_struct)["conditions"])
@@ -430,8 +487,9 @@ def test_conditions_are_a_list_map_keyed_by_type(kind: type[Resource], status_st
 
 
 def test_condition_type_enums_match_the_crd_plus_the_documented_exhaustion() -> None:
-    """Upstream's six, plus what sandbus reports where upstream is silent: the documented
-    PoolCapacityExhausted, the proposal's PoolAssignFailed, and AllocationRefused."""
+    """Upstream's six and its later PoolAllocationPending, plus what sandbus reports where
+    upstream is silent: the proposal's PoolAssignFailed and AllocationRefused; and the
+    PoolCapacityExhausted it wrote before, still read. A Pool's are sandbus's own."""
     batch = schema_of(osb.BatchSandbox)
     condition = properties(batch, "BatchSandboxCondition")
     assert sorted(condition["type"]["enum"]) == sorted(
@@ -442,11 +500,14 @@ def test_condition_type_enums_match_the_crd_plus_the_documented_exhaustion() -> 
             "PauseFailed",
             "ResumeFailed",
             "PodFailed",
+            "PoolAllocationPending",
             "PoolCapacityExhausted",
             "PoolAssignFailed",
             "AllocationRefused",
         ]
     )
+    pool_condition = properties(schema_of(osb.Pool), "PoolCondition")
+    assert sorted(pool_condition["type"]["enum"]) == ["InvalidSpec", "ReplicaFailure"]
     assert sorted(condition["status"]["enum"]) == ["False", "True"]
     assert sorted(batch["$defs"]["BatchSandboxCondition"]["required"]) == ["status", "type"]
     phase = non_null(properties(batch, "BatchSandboxStatus")["phase"])
@@ -590,3 +651,79 @@ def test_key_constants_are_the_upstream_strings() -> None:
     assert osb.FINALIZER_POOL_ALLOCATION == "pool.sandbox.opensandbox.io/pool-allocation"
     assert osb.FINALIZER_TASK_CLEANUP == "batch-sandbox.sandbox.opensandbox.io/task-cleanup"
     assert osb.FINALIZER_SNAPSHOT_CLEANUP == "sandboxsnapshot.sandbox.opensandbox.io/cleanup"
+
+
+# --- SandboxSnapshot formats (issue #29) ----------------------------------------------------------
+
+
+def snapshot_crd_schema() -> StructuralSchema:
+    (crd,) = load_documents(CRD_DIR / "sandbox.opensandbox.io_sandboxsnapshots.yaml")
+    return StructuralSchema.from_crd(crd)
+
+
+def test_snapshot_format_takes_upstreams_three_values_in_spec_and_status() -> None:
+    snapshot = schema_of(osb.SandboxSnapshot)
+    for struct in ("SandboxSnapshotSpec", "SandboxSnapshotStatus"):
+        node = non_null(properties(snapshot, struct)["format"])
+        assert sorted(node["enum"]) == sorted(["rootfs-v1", "qemu-v1", "kata-vmstate-v1"])
+    assert "format" not in snapshot["$defs"]["SandboxSnapshotSpec"].get("required", [])
+    assert "default" not in non_null(properties(snapshot, "SandboxSnapshotSpec")["format"])
+    assert osb.SNAPSHOT_FORMAT_ROOTFS == "rootfs-v1"
+
+
+def test_snapshot_vm_fields_have_upstreams_wire_names_and_keep_unknown_fields() -> None:
+    (crd,) = load_documents(CRD_DIR / "sandbox.opensandbox.io_sandboxsnapshots.yaml")
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    props = status["properties"]
+    assert props["virtualMachine"] == {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
+    assert props["format"]["enum"] == ["rootfs-v1", "qemu-v1", "kata-vmstate-v1"]
+    kata = props["kataVMState"]
+    assert kata["type"] == "object"
+    assert kata["x-kubernetes-preserve-unknown-fields"] is True
+    assert kata["properties"] == {
+        "snapshotName": {"type": "string"},
+        "restorePlanSecretName": {"type": "string"},
+    }
+
+
+def test_a_manifest_setting_the_new_fields_keeps_them_through_the_crd() -> None:
+    """The issue: the CRD pruned spec.format and the VM fields. Now nothing is pruned, not even
+    fields of the VM objects that upstream adds later."""
+    manifest: dict[str, Any] = {
+        "apiVersion": f"{osb.GROUP}/{osb.VERSION}",
+        "kind": "SandboxSnapshot",
+        "metadata": {"name": "vm", "namespace": "default"},
+        "spec": {"sandboxName": "notebook-ada", "format": "qemu-v1"},
+        "status": {
+            "format": "qemu-v1",
+            "virtualMachine": {"digest": "sha256:ab", "size": 42, "anything": {"deep": [1]}},
+            "kataVMState": {"snapshotName": "s", "restorePlanSecretName": "p", "later": "x"},
+        },
+    }
+    admission = snapshot_crd_schema().admit(manifest)
+    assert admission.causes == []
+    assert admission.unknown_fields == []
+    assert admission.object["spec"] == manifest["spec"]
+    assert admission.object["status"] == manifest["status"]
+
+
+def test_a_format_upstream_does_not_know_is_refused_by_the_crd() -> None:
+    manifest: dict[str, Any] = {
+        "apiVersion": f"{osb.GROUP}/{osb.VERSION}",
+        "kind": "SandboxSnapshot",
+        "metadata": {"name": "vm", "namespace": "default"},
+        "spec": {"sandboxName": "notebook-ada", "format": "firecracker-v1"},
+    }
+    assert snapshot_crd_schema().admit(manifest).causes != []
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert(manifest, osb.SandboxSnapshot)
+
+
+def test_the_vm_fixtures_round_trip_through_the_type() -> None:
+    fixtures = [doc for doc in observed_fixtures() if doc["kind"] == "SandboxSnapshot"]
+    assert {doc["spec"]["format"] for doc in fixtures} >= {"qemu-v1", "kata-vmstate-v1"}
+    for manifest in fixtures:
+        assert msgspec.to_builtins(decode(manifest)) == manifest

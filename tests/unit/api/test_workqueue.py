@@ -104,6 +104,8 @@ async def test_backoff_doubles_and_forget_resets() -> None:
     queue.forget("a")
     assert queue.failures("a") == 0
     assert queue.backoff("a") == 0.01
+    assert queue.backoff("a", at_least=3.0) == 3.0, "even above the queue's maximum"
+    assert queue.backoff("a") == 0.04 and queue.failures("a") == 3
     await take(queue)
 
 

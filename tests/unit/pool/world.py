@@ -122,6 +122,7 @@ class PoolWorld(FakeApiServer):
         *,
         expectations: Expectations | None = None,
         memo: PoolMemo | None = None,
+        last_error: str | None = None,
     ) -> PoolObservation:
         return observe_pool(
             POOL,
@@ -129,6 +130,7 @@ class PoolWorld(FakeApiServer):
             settings=settings or PoolSettings(),
             expectations=expectations,
             memo=memo,
+            last_error=last_error,
         )
 
     def plan(self, settings: PoolSettings | None = None, **kwargs: Any) -> Plan:

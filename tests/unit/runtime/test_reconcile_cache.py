@@ -188,7 +188,8 @@ def member(name: str, rv: str) -> dict[str, Any]:
 def test_objects_read_through_an_index_stay_unpacked_until_the_worker_rests(
     observe: Observe,
 ) -> None:
-    cache = ObjectCache(label_indexes=[("Pod", "pool")], unpacked_limit=2)
+    # Packed at once (none kept fresh), so that every read must unpack.
+    cache = ObjectCache(label_indexes=[("Pod", "pool")], unpacked_limit=2, fresh_limit=0)
     observe(cache, "added", member("a", "1"))
     [read] = cache.by_label("Pod", "default", "pool", "p")
     assert cache.by_label("Pod", "default", "pool", "p")[0] is read, "not unpacked again"
@@ -246,10 +247,39 @@ def test_a_change_of_a_loose_object_replaces_it() -> None:
     cache = ObjectCache()
     observe_json(cache, "added", pod("5"))
     cache.observe("modified", pod("6", labels={"new": "yes"}))
-    assert cache.loose == 0 and cache.get(POD) == pod("6", labels={"new": "yes"})
+    assert cache.loose == 1, "fresh now, not loose"
+    assert cache.get(POD) == pod("6", labels={"new": "yes"})
     observe_json(cache, "modified", pod("7"))
     observe_json(cache, "deleted", pod("8"))
     assert cache.loose == 0 and cache.get(POD) is None
+
+
+def test_a_delivered_object_is_read_as_delivered_until_it_is_packed_once() -> None:
+    """What the bus delivers stays the dict it came as (no packing, no unpacking for the pass
+    it wakes) until the worker rests, or until more than ``fresh_limit`` are fresh: then the
+    oldest is packed, and reads back the same."""
+    cache = ObjectCache(label_indexes=[("Pod", "pool")], fresh_limit=2)
+    delivered = {name: member(name, "1") for name in ("a", "b")}
+    for obj in delivered.values():
+        cache.observe("added", obj)
+    a, b, c = (ObjectKey("Pod", "default", name) for name in ("a", "b", "c"))
+    assert cache.get(a) is delivered["a"]
+    assert cache.by_label("Pod", "default", "pool", "p")[1] is delivered["b"]
+    cache.observe("added", member("c", "2"))
+    assert cache.loose == 2, "the oldest was packed"
+    assert cache.get(a) == delivered["a"] and cache.get(a) is not delivered["a"]
+    assert cache.get(b) is delivered["b"]
+    newer = member("b", "3")
+    cache.observe("modified", newer)
+    assert cache.get(b) is newer, "a change replaces the fresh object"
+    assert not cache.pack_loose(5) and cache.loose == 0
+    assert [cache.get(key) for key in (a, b, c)] == [
+        member("a", "1"),
+        member("b", "3"),
+        member("c", "2"),
+    ]
+    cache.observe("deleted", member("c", "4"))
+    assert cache.get(c) is None and cache.loose == 0
 
 
 def test_a_rewritten_object_is_held_from_its_latest_write() -> None:

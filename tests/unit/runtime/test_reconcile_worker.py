@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from events.codec import ObservedState, decode_observed, encode_event
+from events.codec import ObservedState, decode_observed, encode_event, nats_subject
 from events.envelope import ObjectKey
 from events.types import Outcome, observed_event
 from services.cli.history.rerun import rerun
@@ -112,6 +112,25 @@ async def test_a_refused_write_is_retried_with_backoff_and_shown_to_the_next_pas
     assert w.queue.failures(WIDGET) == 0 and POD in w.cache
 
 
+async def test_a_write_the_api_keeps_refusing_is_retried_slowly_a_conflict_is_not() -> None:
+    """The pass after a refusal comes soon (it reports it on the object); once refused again,
+    the key waits at least ``refused_backoff``. A Conflict or a throttled write passes: it
+    keeps the ordinary backoff."""
+    api = ScriptedApi()
+    api.errors[("create", "w")] = KubeError(422, "Invalid", 'Pod "w" is invalid')
+    w = worker(PodPerWidget(), api)
+    w.settings = dataclasses.replace(w.settings, refused_backoff=7.0)
+    delays = [(await w.reconcile(WIDGET)).requeue_after_seconds for _ in range(3)]
+    assert delays == [0.01, 7.0, 7.0]
+    api.errors[("create", "w")] = KubeError(403, "Forbidden", "pods is forbidden")
+    assert (await w.reconcile(WIDGET)).requeue_after_seconds == 7.0
+    for passing in (KubeError(409, "Conflict", "try again"), KubeError(429, "TooManyRequests")):
+        w.queue.forget(WIDGET)
+        api.errors[("create", "w")] = passing
+        delays = [(await w.reconcile(WIDGET)).requeue_after_seconds for _ in range(3)]
+        assert delays == [0.01, 0.02, 0.04], passing
+
+
 async def test_a_planner_that_never_stops_writing_is_slowed_down() -> None:
     w = worker(PodPerWidget(always_write=True), ScriptedApi(obj("Widget", "w")))
     decisions = [await w.reconcile(WIDGET) for _ in range(4)]
@@ -153,6 +172,33 @@ async def test_objects_a_worker_does_not_follow_are_not_cached_and_wake_nothing(
     assert w.cache.get(POD) is not None and len(w.queue) == 1
     w.take_event(observed_event("modified", obj("Pod", "w", rv="9"), time=NOW))
     assert w.cache.get(POD) is None, "it left what the worker follows"
+
+
+async def test_an_event_of_an_object_the_worker_does_not_follow_is_turned_away_unread() -> None:
+    """The feed asks before decoding an event: a change of a Pod the worker does not follow
+    and does not hold is of no use to it. A followed Pod, one it holds (leaving what it
+    follows is news), a deletion, another kind, and a payload that does not decode (the
+    consumer dead-letters it) all go on."""
+    toy = worker(PodPerWidget(), ScriptedApi())
+    assert toy.feed.wanted is None, "a worker that follows every object reads every event"
+    follows = {"Pod": lambda pod: "ours" in (pod["metadata"].get("labels") or {})}
+    w = dataclasses.replace(toy, definition=dataclasses.replace(toy.definition, follows=follows))
+    wanted = w.feed.wanted
+    assert wanted is not None
+
+    def sent(change: str, body: dict[str, Any]) -> tuple[str, bytes]:
+        event = observed_event(change, body, time=NOW)  # type: ignore[arg-type]
+        return nats_subject(event), encode_event(event)
+
+    assert not wanted(*sent("added", obj("Pod", "w", rv="7")))
+    ours = obj("Pod", "w", rv="8")
+    ours["metadata"]["labels"] = {"ours": "yes"}
+    assert wanted(*sent("modified", ours))
+    w.take_event(observed_event("modified", ours, time=NOW))
+    assert wanted(*sent("modified", obj("Pod", "w", rv="9"))), "it leaves what it follows"
+    assert wanted(*sent("deleted", obj("Pod", "other", rv="9")))
+    assert wanted(nats_subject(observed_event("added", obj("Pod", "w"), time=NOW)), b"\x00")
+    assert wanted(*sent("added", obj("Widget", "w2"))), "a kind without a filter is not read"
 
 
 def state_of(change: str, body: dict[str, Any]) -> ObservedState:
@@ -274,10 +320,11 @@ async def test_what_the_state_table_loaded_is_packed_once_the_worker_rests(
     trims: list[int] = []
     monkeypatch.setattr(resting_module, "_malloc_trim", lambda: trims.append)
     w = worker(PodPerWidget(), ScriptedApi())
+    fresh = w.cache.loose  # what the bus delivered to set the worker up
     for index in range(5):
         pod = obj("Pod", f"p{index}", rv=str(10 + index))
         w.take_state(state_of("added", pod))
-    assert w.cache.loose == 5
+    assert w.cache.loose == fresh + 5
     w._resting.soon()
     await asyncio.sleep(0.1)
     assert w.cache.loose == 0

@@ -10,7 +10,7 @@ import pytest
 
 from api.keys import ANNOTATION_POD_NAME, LABEL_ADOPTABLE, LABEL_SANDBOX_NAME_HASH, name_hash
 from events.envelope import ObjectKey
-from services.runtime.reconcile.actions import Delete, Patch
+from services.runtime.reconcile.actions import Create, Delete, Patch
 from services.sandbox.core.lifecycle import EXPIRED_REQUEUE, check_expiry
 from services.sandbox.core.plan import plan_sandbox, read_sandbox
 from services.sandbox.core.status import PodFinding, compute_conditions
@@ -118,7 +118,9 @@ def test_expired_retain_takes_two_passes() -> None:
     expire(cluster)
     first = plan_sandbox(cluster.observe(), NOW)
     assert first.requeue_after == EXPIRED_REQUEUE
-    assert [type(a) for a in first.actions] == [Patch]
+    assert [type(a) for a in first.actions] == [Patch, Create]
+    (event,) = actions_of(first, Create)
+    assert event.body["reason"] == "SandboxExpired"
     cluster.apply(first)
     assert ready(sandbox_of(cluster)) == ("False", "SandboxExpired", "Sandbox has expired")
     assert cluster.get("Pod", "sb") is not None, "nothing torn down in the first pass"
@@ -409,7 +411,11 @@ def test_a_refused_write_is_reported_before_it_is_retried() -> None:
     assert written is not None
     reason = next(c for c in written["conditions"] if c["type"] == "Ready")
     assert (reason["reason"], reason["message"]) == ("ReconcilerError", f"Error seen: {error}")
-    assert [type(a).__name__ for a in plan.actions[1:]] == ["Create"]
+    assert [(a.target.kind, a.why) for a in plan.actions[1:]] == [
+        ("Event", "event SandboxPodCreateFailed"),
+        ("Pod", "create the Pod"),
+        ("Event", "event SandboxPodCreated"),
+    ]
 
 
 def test_pvc_of_another_owner_is_an_error_but_the_pod_still_comes() -> None:

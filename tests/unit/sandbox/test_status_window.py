@@ -56,7 +56,10 @@ def starting(window: float = WINDOW) -> tuple[Reconciler[Any], FakeCluster, Plan
 
 def test_a_pod_ready_within_the_window_costs_one_status_write() -> None:
     reconciler, cluster, created = starting()
-    assert [type(a).__name__ for a in created.actions] == ["Create"]
+    assert [(type(a).__name__, a.target.kind) for a in created.actions] == [
+        ("Create", "Pod"),
+        ("Create", "Event"),  # SandboxPodCreated
+    ]
     assert created.requeue_after == WINDOW, "back when the window ends, whatever the Pod does"
     assert memo_of(reconciler, cluster).status_held_since == at(0)
     for moment, state in (

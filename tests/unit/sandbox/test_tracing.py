@@ -225,7 +225,9 @@ def test_the_planner_records_the_carrier_before_anything_else() -> None:
 
     traced = sandbox(annotations={ANNOTATION_TRACE_CONTEXT: carrier}, shutdownTime=stamp(NOW))
     obs = msgspec.structs.replace(observation(traced), trace_context=carrier)
-    assert [a.subresource for a in plan_sandbox(obs, NOW).actions] == ["status"]  # type: ignore[union-attr]
+    assert [
+        (a.target.kind, getattr(a, "subresource", None)) for a in plan_sandbox(obs, NOW).actions
+    ] == [("Sandbox", "status"), ("Event", None)]  # the status, then SandboxExpired
 
 
 async def test_a_template_reconcile_is_a_span_of_its_own(

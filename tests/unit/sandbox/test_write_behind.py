@@ -206,7 +206,10 @@ async def test_the_worker_comes_back_when_the_window_ends() -> None:
         worker.cache.observe("added", obj)
     held = await worker.reconcile(SB)
     assert held.outcome == Outcome.APPLIED, "the status is written in the holding pass"
-    assert [a.verb for a in held.actions] == ["patch status"]
+    assert [(a.verb, a.target.kind) for a in held.actions] == [
+        ("patch status", "Sandbox"),
+        ("create", "Event"),  # SandboxReady: the adopted Sandbox's first status says so
+    ]
     assert held.requeue_after_seconds == 0.5 and SB in worker.queue.scheduled
     assert "held back" in held.reason
     clock[0] = at(0.5)

@@ -357,6 +357,7 @@ def test_the_pass_that_creates_the_job_reports_committing() -> None:
     assert status_patch(result) == {
         "observedGeneration": 1,
         "phase": "Committing",
+        "format": "rootfs-v1",
         "sourcePodName": f"{NAME}-0",
         "sourceNodeName": NODE,
         "containers": [
@@ -427,6 +428,7 @@ def test_a_commit_job_found_before_committing_is_taken_up(status: Json | None) -
     assert status_patch(result) == {
         "observedGeneration": 1,
         "phase": "Committing",
+        "format": "rootfs-v1",
         "sourcePodName": "bs-old",
         "sourceNodeName": "node-9",
         "containers": [{"containerName": "main", "imageUri": image_of("main", "snap-gen1")}],

@@ -83,10 +83,11 @@ def snapshot(
     generation: int = 1,
     rv: str = "30",
     uid: str | None = None,
+    snapshot_format: str | None = None,
 ) -> Json:
     """A SandboxSnapshot of BatchSandbox ``sandbox``, with the cleanup finalizer already on
     (``finalizers=()`` for a new one); ``owner`` makes it that BatchSandbox's pause snapshot
-    (a controller reference)."""
+    (a controller reference); ``snapshot_format`` is its ``spec.format``."""
     meta: Json = {
         "name": name,
         "namespace": NS,
@@ -107,6 +108,8 @@ def snapshot(
         "metadata": meta,
         "spec": {"sandboxName": sandbox},
     }
+    if snapshot_format is not None:
+        body["spec"]["format"] = snapshot_format
     if status is not None:
         body["status"] = status
     return body

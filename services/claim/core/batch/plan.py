@@ -24,18 +24,27 @@ scale-in, as upstream. Where this differs from upstream, on purpose:
   the deletion's event brings the next pass.
 
 Pooled mode: the Pool gives the Pods and writes ``alloc-status``; this side reads it (its Pods
-in that order, without those ``alloc-release`` asks back). Beyond upstream it reports, as
-conditions, what upstream leaves silent (docs/opensandbox.md §9.7, §9.14, §9.4, §2.12):
+in that order, without those ``alloc-release`` asks back). It reports, as conditions, why a
+sandbox waits (docs/conditions.md; upstream leaves most of it silent, docs/opensandbox.md §9.7,
+§9.14, §9.4, §2.12):
 
-- ``PoolCapacityExhausted`` while the sandbox is short, its Pool is at poolMax and has fewer
-  free Pods than it lacks; cleared when the Pods come. Short counts as sandbus's Pool does: a
-  Pod of ``alloc-status`` counts while it exists or was released (a released Pod is not
-  replaced), one that vanished without a release does not;
+- ``PoolAllocationPending``, upstream's type, while the sandbox is short of Pods and its Pool
+  cannot give them: reason ``PoolCapacityExhausted`` (upstream's) when the Pool is at poolMax
+  and has fewer free Pods than the sandbox lacks, ``PoolNotFound`` (sandbus's) when
+  ``poolRef`` names no Pool of the namespace; cleared when the Pods come or the Pool appears.
+  Short counts as sandbus's Pool does: a Pod of ``alloc-status`` counts while it exists or was
+  released (a released Pod is not replaced), one that vanished without a release does not.
+  The type sandbus wrote for a full Pool before, ``PoolCapacityExhausted``, is dropped by the
+  next status write;
 - ``PoolAssignFailed`` when ``poolRef: "*"`` finds no Pool (upstream returns an error);
 - ``AllocationRefused`` for a malformed allocation annotation or a release of a Pod the
   sandbox does not hold. A malformed ``alloc-status`` leaves the Pods unknown: the endpoints
   annotation and the status's counters, phase and conditions stay as they are (upstream's pass
   fails there and writes nothing), the condition is added.
+
+Each of these conditions, when it appears or its reason changes, also makes a Warning Event
+about the sandbox, its reason the condition's, created after the status write that carries
+the condition (so a refused status write makes no Event).
 
 A sandbox being deleted whose Pool is gone drops the ``pool-allocation`` finalizer itself,
 since no Pool will (§9.28); one whose Pool exists leaves it to the Pool.
@@ -95,13 +104,16 @@ from services.claim.core.batch.tasks import (
 from services.domain.opensandbox.allocation import parse_pod_list
 from services.domain.opensandbox.pods import is_pod_ready
 from services.runtime.cache import ObjectCache
+from services.runtime.kube_events import event_about
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Together
 from services.runtime.reconcile.expectations import Expectations
 from services.runtime.times import parse_time, rfc3339_nano
 
-__all__ = ["BatchObservation", "observe_batch", "plan_batch", "pod_index"]
+__all__ = ["CONTROLLER_NAME", "BatchObservation", "observe_batch", "plan_batch", "pod_index"]
 
 API_VERSION: Final = f"{GROUP}/{VERSION}"
+CONTROLLER_NAME: Final = "batchsandbox-controller"
+"""The controller its Events name as their reporter (upstream's BatchSandbox controller)."""
 FAILURE_REASONS: Final = frozenset(
     {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError"}
 )
@@ -122,9 +134,11 @@ _PHASE_CONDITIONS: Final[Mapping[str, tuple[str, str, str]]] = {
 _KEPT_CONDITIONS: Final = ("PauseFailed", "ResumeFailed")
 """Conditions of the pause/resume flow, which this pass keeps as they are."""
 _OUR_CONDITIONS: Final = frozenset(
-    {"PoolCapacityExhausted", "PoolAssignFailed", "AllocationRefused"}
+    {"PoolAllocationPending", "PoolAssignFailed", "AllocationRefused", "PoolCapacityExhausted"}
 )
-"""Conditions upstream does not write: each pass reports them afresh."""
+"""Conditions each pass reports afresh (upstream writes none of them but PoolAllocationPending,
+which it also derives each pass). ``PoolCapacityExhausted`` is the type sandbus wrote before it
+took upstream's name: never written again, so the next status write drops it."""
 _TASK_COUNTERS: Final = ("taskRunning", "taskSucceed", "taskFailed", "taskUnknown", "taskPending")
 
 
@@ -601,20 +615,47 @@ def _failure(pod: Mapping[str, Any]) -> str | None:
 
 
 def _capacity(run: _Pass) -> None:
-    """``PoolCapacityExhausted`` while short at poolMax with too few free Pods (module doc)."""
-    pool = run.obs.pool
-    if pool is None or run.blind:
-        return
+    """``PoolAllocationPending`` while short of Pods its Pool cannot give (module doc): the Pool
+    does not exist, or it is at poolMax with too few free Pods."""
+    ref = _pool_ref(run.sandbox)
     short = _replicas(run.sandbox) - run.given
+    if not ref or ref == "*" or run.blind or short <= 0:
+        return
+    pool = run.obs.pool
+    if pool is None:
+        run.problems["PoolAllocationPending"] = (
+            "PoolNotFound",
+            f"Pool {ref} does not exist in namespace {run.obs.namespace}: create it, or set "
+            f"spec.poolRef to a Pool that exists; waiting for {short} Pods",
+        )
+        return
     pool_max = ((pool.get("spec") or {}).get("capacitySpec") or {}).get("poolMax")
     status = pool.get("status") or {}
     total, available = int(status.get("total") or 0), int(status.get("available") or 0)
-    if short > 0 and isinstance(pool_max, int) and total >= pool_max and available < short:
-        run.problems["PoolCapacityExhausted"] = (
-            "PoolAtMax",
-            f"Pool {_pool_ref(run.sandbox)} is at poolMax ({pool_max}) with {available} free "
-            f"Pods; waiting for {short} more",
+    if isinstance(pool_max, int) and total >= pool_max and available < short:
+        run.problems["PoolAllocationPending"] = (
+            "PoolCapacityExhausted",
+            f"Pool {ref} is at poolMax ({pool_max}) with {available} free Pods; waiting for "
+            f"{short} more",
         )
+
+
+def _warnings(run: _Pass, conditions: Mapping[Any, Json]) -> None:
+    """A Warning Event for each condition of ours that appears, or changes its reason, in the
+    status just planned (module doc)."""
+    for kind, (reason, message) in sorted(run.problems.items()):
+        before = conditions.get(kind)
+        if before is not None and before.get("status") == "True" and before.get("reason") == reason:
+            continue
+        event = event_about(
+            run.sandbox,
+            reason=reason,
+            note=f"{kind}: {message}",
+            type="Warning",
+            now=run.now,
+            controller=CONTROLLER_NAME,
+        )
+        run.actions.append(Create(event, why=f"{kind}: {reason}"))
 
 
 def _phase(phase: str, pods: Sequence[Json], ready: int) -> tuple[str, dict[str, tuple[str, str]]]:
@@ -736,6 +777,7 @@ def _status(run: _Pass, pods: Sequence[Json], step: PauseStep) -> None:
             conditional=True,
         )
     )
+    _warnings(run, conditions)
 
 
 def _comparable(status: Mapping[str, Any]) -> Json:

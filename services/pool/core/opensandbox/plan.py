@@ -25,6 +25,18 @@ Where a pass differs from upstream's on purpose, besides the ledger's rules:
 
 - A Pool with no template makes no Pod and says so (upstream dereferences it and crashes);
   a maxUnavailable it cannot read counts as 1, as upstream's, and is named in the decision.
+- A Pool that cannot make progress says why in its status, with conditions upstream's Pool
+  does not have (docs/conditions.md), each set while the cause lasts, removed once it ends, and
+  announced by a Warning Event (its reason the condition's) when it appears or changes reason:
+  ``ReplicaFailure``/``FailedCreate`` (Kubernetes's ReplicaSet names) while the API server
+  refuses its Pods, with the API's own message (the runtime hands the planner its previous
+  pass's error; Pod names left out, so the message stays the same from one retry to the
+  next); ``InvalidSpec``/``InvertedCapacity`` for a bufferMin above bufferMax or a poolMin
+  above poolMax, which upstream quietly runs at poolMax and sandbus refuses: no Pod is created
+  or removed for the scale or a template update until the bounds are fixed (the CRD now
+  rejects them; this is for a Pool stored before); ``InvalidSpec``/``NoTemplate`` while Pods
+  are wanted and there is no template. While a condition is set the status is written before
+  the pass's creates, so that a create refused again does not keep it from being said.
 - Nothing the planner meets stops the pass: allocation, the update, the scale and the status
   are planned every time, the status also while the scale waits for its own creates
   (upstream's pass stops at its first error, and its scale gate skips the status, §9.12).
@@ -80,6 +92,7 @@ from services.pool.core.opensandbox.scaling import (
     ready_since,
     scale_up,
 )
+from services.runtime.kube_events import event_about
 from services.runtime.reconcile.actions import (
     Action,
     Create,
@@ -89,7 +102,8 @@ from services.runtime.reconcile.actions import (
     Plan,
     Together,
 )
-from services.runtime.times import parse_time
+from services.runtime.reconcile.failures import failed_write
+from services.runtime.times import parse_time, rfc3339_nano
 
 __all__ = [
     "CONTROLLER_NAME",
@@ -133,6 +147,8 @@ class _Pass:
     actions: list[Action] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     requeue: float | None = None
+    problems: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """The conditions to report: type → (reason, message)."""
 
     @property
     def key(self) -> ObjectKey:
@@ -175,18 +191,34 @@ def plan_open_pool(obs: OpenPoolObservation, now: datetime) -> Plan:
         problem = max_unavailable_problem(value)
         if problem is not None:
             run.notes.append(f"{field_name}: {problem}")
-    idle = [p for p in schedulable if _name(p) not in run.ledger.pods]
-    recreate = plan_recreate(
-        idle, revision=run.revision, schedulable=schedulable, max_unavailable=update_max
-    )
-    for pod in recreate.delete:
-        run.actions.append(_delete(pod, f"outdated: the template is at revision {run.revision}"))
-    if recreate.delete:
-        run.notes.append(f"recreating {len(recreate.delete)} outdated")
-    requeue = _scale(run, schedulable, supply + recreate.supply, list(recreate.kept), len(live))
-    if requeue is not None:
-        run.later(requeue)
-    _status(run, live, schedulable)
+    scale_at = len(run.actions)
+    inverted = _inverted_capacity(pool)
+    if inverted is not None:
+        # Refused: neither the update nor the scale touches a Pod (releases and evictions,
+        # asked for by others, still happen).
+        run.problems["InvalidSpec"] = ("InvertedCapacity", inverted)
+    else:
+        idle = [p for p in schedulable if _name(p) not in run.ledger.pods]
+        recreate = plan_recreate(
+            idle, revision=run.revision, schedulable=schedulable, max_unavailable=update_max
+        )
+        for pod in recreate.delete:
+            run.actions.append(
+                _delete(pod, f"outdated: the template is at revision {run.revision}")
+            )
+        if recreate.delete:
+            run.notes.append(f"recreating {len(recreate.delete)} outdated")
+        requeue = _scale(run, schedulable, supply + recreate.supply, list(recreate.kept), len(live))
+        if requeue is not None:
+            run.later(requeue)
+    refused = _refused_create(obs.last_error)
+    if refused is not None and any(_creates_pod(a) for a in run.actions[scale_at:]):
+        run.problems["ReplicaFailure"] = ("FailedCreate", refused)
+    report = _status(run, live, schedulable)
+    # The status goes before the creates while a condition is set: a create refused again
+    # ends the pass, and the condition would never be written.
+    at = scale_at if run.problems else len(run.actions)
+    run.actions[at:at] = report
     return Plan(
         actions=tuple(run.actions),
         requeue_after=run.requeue,
@@ -484,6 +516,11 @@ def _scale(
     if create:
         if _template_spec(pool) is None:
             run.notes.append(f"{create} Pod(s) wanted, but the Pool has no template to make them")
+            run.problems["InvalidSpec"] = (
+                "NoTemplate",
+                "Pods are wanted, but spec.template is missing or has no spec: set "
+                "spec.template to the Pods' template",
+            )
             return None
         first = run.ledger.next_pod
         run.ledger = msgspec.structs.replace(run.ledger, next_pod=first + create)
@@ -576,7 +613,85 @@ def _delete(pod: Mapping[str, Any], why: str) -> Delete:
 # -- status --------------------------------------------------------------------------------
 
 
-def _status(run: _Pass, live: Sequence[Json], schedulable: Sequence[Json]) -> None:
+def _inverted_capacity(pool: Mapping[str, Any]) -> str | None:
+    """What is inverted in the Pool's capacity bounds, for a person (None: nothing)."""
+    capacity = Capacity.of(pool)
+    wrong = [
+        f"capacitySpec.{low} ({low_value}) is greater than {high} ({high_value})"
+        for low, low_value, high, high_value in (
+            ("bufferMin", capacity.buffer_min, "bufferMax", capacity.buffer_max),
+            ("poolMin", capacity.pool_min, "poolMax", capacity.pool_max),
+        )
+        if low_value > high_value
+    ]
+    if not wrong:
+        return None
+    return "; ".join(wrong) + ": the Pool neither scales nor updates its Pods until this is fixed"
+
+
+def _refused_create(last_error: str | None) -> str | None:
+    """The API server's words when the previous pass's error was a Pod create it refused (a
+    4xx answer), with the Pod's name left out (None: it was not)."""
+    failed = failed_write(last_error)
+    if failed is None or failed.verb != "create" or failed.target.kind != "Pod":
+        return None
+    if not failed.refused:
+        return None
+    return (
+        f"the API server refuses the Pool's Pods ({failed.reason}, {failed.code}): "
+        f"{failed.anonymous()}"
+    )
+
+
+def _creates_pod(action: Action) -> bool:
+    group = action.actions if isinstance(action, Together) else (action,)
+    return any(isinstance(a, Create) and a.target.kind == "Pod" for a in group)
+
+
+def _conditions(run: _Pass) -> tuple[list[Json] | None, list[Action]]:
+    """The status's conditions (None: none), and a Warning Event for each that appears or
+    changes its reason."""
+    current = {
+        c.get("type"): c for c in (run.pool.get("status") or {}).get("conditions") or () if c
+    }
+    stamp = rfc3339_nano(run.now)
+    written: list[Json] = []
+    events: list[Action] = []
+    for kind, (reason, message) in sorted(run.problems.items()):
+        before = current.get(kind)
+        if (
+            before is not None
+            and before.get("status") == "True"
+            and before.get("reason") == reason
+            and before.get("message") == message
+        ):
+            written.append(before)
+            continue
+        written.append(
+            {
+                "type": kind,
+                "status": "True",
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": stamp,
+            }
+        )
+        if before is None or before.get("reason") != reason or before.get("status") != "True":
+            event = event_about(
+                run.pool,
+                reason=reason,
+                note=f"{kind}: {message}",
+                type="Warning",
+                now=run.now,
+                controller=CONTROLLER_NAME,
+            )
+            events.append(Create(event, why=f"{kind}: {reason}"))
+    return written or None, events
+
+
+def _status(run: _Pass, live: Sequence[Json], schedulable: Sequence[Json]) -> list[Action]:
+    """The status write (when it changed) and the Events of new conditions, in that order, so
+    that a refused status write makes no Event."""
     pool = run.pool
     live_names = {_name(p) for p in live}
     desired: Json = {
@@ -590,15 +705,24 @@ def _status(run: _Pass, live: Sequence[Json], schedulable: Sequence[Json]) -> No
         "updated": sum(1 for p in live if labels_of(p).get(LABEL_POOL_REVISION) == run.revision),
     }
     current = pool.get("status") or {}
+    conditions, events = _conditions(run)
+    if conditions is not None or current.get("conditions") is not None:
+        desired["conditions"] = conditions  # None: a merge patch's null removes them
+    for kind, (_, message) in sorted(run.problems.items()):
+        run.notes.append(f"{kind}: {message}")
     if all(current.get(k) == v for k, v in desired.items()):
-        return
-    run.actions.append(
+        return []
+    why = "report total, allocated, available, updated and the revision"
+    if run.problems or current.get("conditions"):
+        why += ", and why it cannot make progress" if run.problems else ", and that it can again"
+    return [
         Patch(
             run.key,
             {"status": desired},
             subresource="status",
-            why="report total, allocated, available, updated and the revision",
+            why=why,
             on_conflict="refresh",
             conditional=True,
-        )
-    )
+        ),
+        *events,
+    ]

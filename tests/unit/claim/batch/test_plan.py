@@ -1,8 +1,9 @@
 """The BatchSandbox planner (services/claim/core/batch/plan.py): one test per upstream test of
 batchsandbox_controller_test.go that involves neither tasks nor pause (docs/opensandbox.md
 §7.1, and the envtest rows of §7.2 as passes against a fake API server), each naming the one
-it mirrors, then what sandbus adds or does otherwise on purpose: the PoolCapacityExhausted,
-PoolAssignFailed and AllocationRefused conditions, the pool-allocation finalizer of a sandbox
+it mirrors, then what sandbus adds or does otherwise on purpose: the PoolAllocationPending
+(PoolCapacityExhausted, PoolNotFound), PoolAssignFailed and AllocationRefused conditions and
+their Warning Events, the pool-allocation finalizer of a sandbox
 whose Pool is gone, expiry, the first writes that wait, a sticky Failed, shard patches that
 cannot be applied, and creates the bus has not shown yet."""
 
@@ -57,6 +58,7 @@ from tests.unit.claim.batch.world import (
     pool,
     stamp,
     status_patch,
+    warnings,
 )
 
 KEY = ObjectKey("BatchSandbox", NS, NAME)
@@ -459,28 +461,35 @@ def test_the_decision_names_the_pods_and_their_pool() -> None:
     )
 
 
-# -- sandbus's additions: PoolCapacityExhausted ---------------------------------------------
+# -- PoolAllocationPending: PoolCapacityExhausted, PoolNotFound -----------------------------
 
 
-def test_pool_capacity_exhausted_while_short_at_pool_max_and_cleared_when_the_pods_come() -> None:
-    """§2.10: while the sandbox is short and its Pool is at poolMax with no free Pod,
-    PoolCapacityExhausted says so (its first status is written for it, Pod or not); once the
-    Pods come it is gone, and the time of the Ready condition is the pass's."""
+def test_pool_allocation_pending_while_short_at_pool_max_and_cleared_when_the_pods_come() -> None:
+    """§2.10, upstream #1581: while the sandbox is short and its Pool is at poolMax with no free
+    Pod, PoolAllocationPending (reason PoolCapacityExhausted, status True) says so (its first
+    status is written for it, Pod or not), with a Warning Event after the status write; once
+    the Pods come it is gone, and the time of the Ready condition is the pass's."""
     the_pool = pool(pool_max=3, total=3, allocated=3, available=0)
     waiting = batch_sandbox(pool_ref=POOL, replicas=2)
-    status = status_patch(plan(waiting, the_pool))
+    result = plan(waiting, the_pool)
+    status = status_patch(result)
     assert status is not None
-    assert conditions_of(status)["PoolCapacityExhausted"] == (
-        "PoolAtMax",
-        "Pool pool-a is at poolMax (3) with 0 free Pods; waiting for 2 more",
-    )
+    message = "Pool pool-a is at poolMax (3) with 0 free Pods; waiting for 2 more"
+    assert conditions_of(status)["PoolAllocationPending"] == ("PoolCapacityExhausted", message)
+    (written,) = [c for c in status["conditions"] if c["type"] == "PoolAllocationPending"]
+    assert written["status"] == "True"
     assert status["phase"] == "Pending"
+    assert warnings(result) == [("PoolCapacityExhausted", f"PoolAllocationPending: {message}")]
+    kinds = [type(a).__name__ for a in result.actions]
+    assert kinds[-2:] == ["Patch", "Create"], "the Event follows the status write"
 
     partly = batch_sandbox(pool_ref=POOL, replicas=2, alloc=["pool-a-a"], status=status)
     pods = [pod("pool-a-a", owner=the_pool), pod("pool-a-b", owner=the_pool)]
-    status = status_patch(plan(partly, the_pool, *pods))
-    assert conditions_of(status)["PoolCapacityExhausted"][1].endswith("waiting for 1 more")
+    result = plan(partly, the_pool, *pods)
+    status = status_patch(result)
+    assert conditions_of(status)["PoolAllocationPending"][1].endswith("waiting for 1 more")
     assert status["phase"] == "Succeed"
+    assert warnings(result) == [], "the same reason: no second Event"
 
     served = batch_sandbox(pool_ref=POOL, replicas=2, alloc=["pool-a-a", "pool-a-b"], status=status)
     status = status_patch(plan(served, the_pool, *pods))
@@ -496,7 +505,7 @@ def test_pool_capacity_exhausted_while_short_at_pool_max_and_cleared_when_the_po
     ],
 )
 def test_pool_capacity_not_exhausted(the_pool: Json, why: str) -> None:
-    """No PoolCapacityExhausted while the Pool can serve the sandbox: below poolMax, or with
+    """No PoolAllocationPending while the Pool can serve the sandbox: below poolMax, or with
     at least as many free Pods as it lacks (its next pass allocates them)."""
     sandbox = batch_sandbox(pool_ref=POOL, replicas=2)
     assert plan(sandbox, the_pool).actions == (), why
@@ -513,18 +522,73 @@ def test_pool_capacity_counts_released_pods_and_not_lost_ones() -> None:
         pool_ref=POOL, replicas=3, alloc=alloc, release=["pool-a-b"], released=["pool-a-c"]
     )
     status = status_patch(plan(released, the_pool, *pods))
-    assert "PoolCapacityExhausted" not in conditions_of(status)
+    assert "PoolAllocationPending" not in conditions_of(status)
     assert status["replicas"] == 1
 
     lost = batch_sandbox(pool_ref=POOL, replicas=3, alloc=alloc)
     status = status_patch(plan(lost, the_pool, *pods))
-    assert conditions_of(status)["PoolCapacityExhausted"][1].endswith("waiting for 1 more")
+    assert conditions_of(status)["PoolAllocationPending"][1].endswith("waiting for 1 more")
 
 
-def test_no_capacity_condition_without_the_pool() -> None:
-    """A sandbox whose Pool does not exist says nothing about its capacity."""
-    sandbox = batch_sandbox(pool_ref=POOL, replicas=2)
-    assert plan(sandbox).actions == ()
+@pytest.mark.parametrize("template", [None, pod_template()], ids=["pooled", "with-a-template"])
+def test_pool_not_found_until_the_pool_is_created(template: Json | None) -> None:
+    """A poolRef that names no Pool (issue #32; upstream writes nothing and its decisions read
+    "0 of 2 Pods"): PoolAllocationPending, reason PoolNotFound, in a first status with no Pod,
+    and a Warning Event; a template beside the poolRef changes nothing (the Pool serves it).
+    Once the Pool exists (and has not given the Pods yet) the reason is no longer
+    PoolNotFound; once it has, the condition is gone."""
+    sandbox = batch_sandbox(pool_ref=POOL, replicas=2, template=template)
+    result = plan(sandbox)
+    assert not creates(result)
+    status = status_patch(result)
+    assert status is not None
+    message = (
+        "Pool pool-a does not exist in namespace default: create it, or set spec.poolRef to a "
+        "Pool that exists; waiting for 2 Pods"
+    )
+    assert conditions_of(status) == {
+        "PoolAllocationPending": ("PoolNotFound", message),
+        "Progressing": ("Creating", "Sandbox is being created"),
+    }
+    assert (status["phase"], status["replicas"]) == ("Pending", 0)
+    assert warnings(result) == [("PoolNotFound", f"PoolAllocationPending: {message}")]
+    assert "PoolAllocationPending: Pool pool-a does not exist" in result.reason
+
+    again = batch_sandbox(pool_ref=POOL, replicas=2, template=template, status=status)
+    assert plan(again).actions == (), "nothing changed: nothing written, no second Event"
+
+    the_pool = pool(pool_max=5, total=0, available=0)
+    status = status_patch(plan(again, the_pool))
+    assert "PoolAllocationPending" not in conditions_of(status)
+
+    pods = [pod("pool-a-a", owner=the_pool), pod("pool-a-b", owner=the_pool)]
+    served = batch_sandbox(
+        pool_ref=POOL, replicas=2, template=template, alloc=["pool-a-a", "pool-a-b"], status=status
+    )
+    status = status_patch(plan(served, the_pool, *pods))
+    assert conditions_of(status) == {"Ready": READY[1:]}
+
+
+def test_the_former_type_pool_capacity_exhausted_is_replaced_on_the_next_pass() -> None:
+    """An object written by sandbus before it took upstream's name carries the type
+    PoolCapacityExhausted (reason PoolAtMax): the next status write drops it and writes
+    PoolAllocationPending in its place, not beside it; and once nothing waits, it goes too."""
+    old = condition(
+        "PoolCapacityExhausted",
+        "PoolAtMax",
+        "Pool pool-a is at poolMax (3) with 0 free Pods; waiting for 2 more",
+    )
+    status = batch_status(phase="Pending", conditions=[condition(*CREATING), old])
+    the_pool = pool(pool_max=3, total=3, allocated=3, available=0)
+    waiting = batch_sandbox(pool_ref=POOL, replicas=2, status=status)
+    written = status_patch(plan(waiting, the_pool))
+    assert written is not None
+    assert sorted(conditions_of(written)) == ["PoolAllocationPending", "Progressing"]
+
+    pods = [pod("pool-a-a", owner=the_pool), pod("pool-a-b", owner=the_pool)]
+    served = batch_sandbox(pool_ref=POOL, replicas=2, alloc=["pool-a-a", "pool-a-b"], status=status)
+    written = status_patch(plan(served, the_pool, *pods))
+    assert conditions_of(written) == {"Ready": READY[1:]}
 
 
 # -- PoolAssignFailed and auto-assign -------------------------------------------------------

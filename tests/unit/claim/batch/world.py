@@ -308,7 +308,19 @@ def plan(sandbox: Json | None, *objects: Json, now: datetime = NOW, **kwargs: An
 
 
 def creates(result: Plan) -> list[Json]:
-    return [a.body for a in actions_of(result) if isinstance(a, Create)]
+    """The objects the plan creates, its Events left out (:func:`warnings`)."""
+    return [
+        a.body for a in actions_of(result) if isinstance(a, Create) and a.body["kind"] != "Event"
+    ]
+
+
+def warnings(result: Plan) -> list[tuple[str, str]]:
+    """The Warning Events the plan creates: (reason, note)."""
+    return [
+        (a.body["reason"], a.body["note"])
+        for a in actions_of(result)
+        if isinstance(a, Create) and a.body["kind"] == "Event" and a.body["type"] == "Warning"
+    ]
 
 
 def created_names(result: Plan) -> list[str]:

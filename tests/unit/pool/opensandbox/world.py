@@ -244,14 +244,19 @@ def observe(
     ledger: PoolLedger | None = None,
     expectations: Expectations | None = None,
     name: str = POOL,
+    last_error: str | None = None,
 ) -> OpenPoolObservation:
     """What the pool worker would hand ``plan_open_pool`` for Pool ``name``, given the objects
-    its cache holds and the Pool's memo."""
+    its cache holds, the Pool's memo and the error of its previous pass."""
     cache = ObjectCache()
     for obj in objects:
         cache.observe("added", copy.deepcopy(obj))
     return observe_open_pool(
-        ObjectKey("Pool", NS, name), cache, ledger=ledger, expectations=expectations
+        ObjectKey("Pool", NS, name),
+        cache,
+        ledger=ledger,
+        expectations=expectations,
+        last_error=last_error,
     )
 
 
