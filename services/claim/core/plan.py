@@ -89,6 +89,7 @@ from services.runtime.reconcile.actions import (
     Refresh,
     Release,
 )
+from services.runtime.reconcile.failures import FailedWrite, failed_write
 from services.runtime.times import parse_time, rfc3339_nano
 
 __all__ = ["CONTROLLER_NAME", "plan_claim"]
@@ -177,6 +178,18 @@ class _Pass:
     def drop(self, offer: Offer, why: str) -> None:
         self.actions.append(Ack(WARM_SOURCE, offer.token, self.key, why=why))
 
+    def refused_write(self) -> FailedWrite | None:
+        """The previous pass's write of the claim's own Sandbox or of the claim that the API
+        server refused for a reason retrying cannot fix (a cold Sandbox it will not create):
+        the claim says so, as upstream's ReconcilerError, until a pass writes without it."""
+        failed = failed_write(self.obs.last_error)
+        if failed is None or not failed.refused:
+            return None
+        if failed.target == self.key:
+            return failed
+        cold = ObjectKey("Sandbox", self.key.namespace, self.obs.name)
+        return failed if failed.target == cold and self.obs.same_name is None else None
+
     def finish(
         self,
         sandbox: Mapping[str, Any] | None,
@@ -186,11 +199,15 @@ class _Pass:
         requeue_after: float | None = None,
         error: str | None = None,
     ) -> Plan:
+        refused = self.refused_write() if problem is None else None
+        if refused is not None:
+            problem = ClaimProblem("ReconcilerError", f"Error seen: {refused.error}")
         desired = claim_status(self.claim, sandbox, problem, self.now)
         write = status_patch(self.key, self.claim, desired, why="report the claim's state")
         actions = list(self.actions)
         if write is not None:
-            actions.append(write)
+            # A refusal is reported before the write that may be refused again stops the pass.
+            actions.insert(0 if refused is not None else len(actions), write)
         stamp = self.first_observed()
         observed_at = controller_first_observed(self.claim) or (self.now if self.stamped else None)
         # Recorded once the status write above is accepted; the memo of the next pass that sees

@@ -83,7 +83,9 @@ from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
 from services.domain.agentsandbox.hashes import blueprint_hash
 from services.domain.agentsandbox.secure_defaults import apply_secure_defaults
 from services.domain.agentsandbox.warmqueue import DropQueue, Take, WarmQueue
+from services.runtime.kube import KubeError
 from services.runtime.reconcile.actions import Ack, Create, Delete, Patch, Plan, Refresh, Release
+from services.runtime.reconcile.failures import describe_failure
 from tests.support.fakeapi import apply_merge_patch
 from tests.unit.claim.world import (
     CLAIM,
@@ -215,6 +217,29 @@ def test_cold_start_when_a_claim_is_made() -> None:
     assert bound_name(status) == CLAIM
     assert plan.error is None
     assert plan.requeue_after is None
+
+
+def test_a_cold_sandbox_the_api_refuses_is_reported_on_the_claim_until_it_is_created() -> None:
+    """The API server refused the claim's cold Sandbox (a quota, a policy): the next pass says
+    so on the claim (upstream's ReconcilerError, with the server's words) before it tries
+    again, so that a refusal again cannot keep the claim silent. A passing failure (a
+    Conflict) says nothing; once the Sandbox exists, nothing is reported either."""
+    forbidden = KubeError(403, "Forbidden", 'sandboxes "test-claim" is forbidden: exceeded quota')
+    refused = describe_failure("create", ObjectKey("Sandbox", NS, CLAIM), str(forbidden))
+    plan = plan_of(claim(), pool(), template(), last_error=refused)
+    assert isinstance(plan.actions[0], Patch) and plan.actions[0].subresource == "status"
+    assert pick(ready_of(must_status(plan)), "status", "reason", "message") == {
+        "status": "False",
+        "reason": "ReconcilerError",
+        "message": f"Error seen: {forbidden}",
+    }
+    assert sandbox_creates(plan), "and it tries again"
+    conflict = describe_failure("create", ObjectKey("Sandbox", NS, CLAIM), "Conflict (409): x")
+    passing = plan_of(claim(), pool(), template(), last_error=conflict)
+    assert pick(ready_of(must_status(passing)), "status", "reason", "message") == NOT_READY
+    other = describe_failure("create", ObjectKey("Sandbox", NS, "other"), str(forbidden))
+    unrelated = plan_of(claim(), pool(), template(), last_error=other)
+    assert pick(ready_of(must_status(unrelated)), "status", "reason", "message") == NOT_READY
 
 
 def test_cold_start_keeps_an_explicit_automount_token() -> None:
