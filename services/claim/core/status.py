@@ -41,7 +41,8 @@ class ClaimProblem:
     reason: str
     message: str
     keeps_binding: bool = True
-    """A transient problem keeps ``status.sandbox``; SandboxNotOwned clears it."""
+    """A transient problem keeps ``status.sandbox``; an expired claim's ``ClaimExpired``
+    clears it."""
 
 
 def rfc3339(moment: datetime) -> str:
