@@ -39,7 +39,7 @@ from services.runtime.kube import KubeApi, KubeError
 from services.runtime.lease import LeaseTimings
 from services.runtime.reconcile.worker import Worker
 from services.runtime.streams import read_to_end
-from services.runtime.worker_api import WorkerSettings
+from services.runtime.worker_api import WorkerDefinition, WorkerSettings
 from services.sandbox.core.plan import CONTROLLER_NAME
 from services.sandbox.worker import sandbox_worker
 from services.watcher.config import WatcherConfig
@@ -295,41 +295,43 @@ async def running_stack(
 
 
 @contextlib.asynccontextmanager
-async def pool_worker_running(
-    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
+async def worker_running(
+    definition: WorkerDefinition,
+    controller: str,
+    cluster: DevCluster,
+    js: JetStreamContext,
+    bus: BusConfig,
+    tmp_path: Path,
 ) -> AsyncIterator[Worker]:
-    """The pool worker, with an API client of its own, loaded until the block ends."""
+    """A worker writing as ``controller``, with an API client of its own, loaded until the block
+    ends."""
+    name = definition.name
     async with bounded(
-        api_client(cluster, tmp_path, "pool"), "the pool worker's API client"
+        api_client(cluster, tmp_path, name), f"the {name} worker's API client"
     ) as client:
         worker = Worker(
-            pool_worker(),
+            definition,
             js=js,
-            api=KubeApi(client, field_manager=POOL_CONTROLLER),
+            api=KubeApi(client, field_manager=controller),
             bus=bus,
             settings=WorkerSettings(concurrency=4, max_delay=2.0),
         )
-        async with loaded(worker, "pool worker"):
+        async with loaded(worker, f"{name} worker"):
             yield worker
 
 
-@contextlib.asynccontextmanager
-async def claim_worker_running(
+def pool_worker_running(
     cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
-) -> AsyncIterator[Worker]:
-    """The claim worker, with an API client of its own, loaded until the block ends."""
-    async with bounded(
-        api_client(cluster, tmp_path, "claim"), "the claim worker's API client"
-    ) as client:
-        worker = Worker(
-            claim_worker(),
-            js=js,
-            api=KubeApi(client, field_manager=CLAIM_CONTROLLER),
-            bus=bus,
-            settings=WorkerSettings(concurrency=4, max_delay=2.0),
-        )
-        async with loaded(worker, "claim worker"):
-            yield worker
+) -> contextlib.AbstractAsyncContextManager[Worker]:
+    """The pool worker (:func:`worker_running`)."""
+    return worker_running(pool_worker(), POOL_CONTROLLER, cluster, js, bus, tmp_path)
+
+
+def claim_worker_running(
+    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
+) -> contextlib.AbstractAsyncContextManager[Worker]:
+    """The claim worker (:func:`worker_running`)."""
+    return worker_running(claim_worker(), CLAIM_CONTROLLER, cluster, js, bus, tmp_path)
 
 
 # -- reading what the stack did ----------------------------------------------------------------

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import cast
 
 import pytest
 
@@ -43,20 +42,23 @@ from api.keys import (
     LAUNCH_TYPE_WARM,
 )
 from api.objects import Json
+from tests.e2e.claim.sdk import (
+    AGENTS,
+    CLAIMS,
+    NAMESPACE,
+    POOLS,
+    eventually,
+    get,
+    log_tail,
+)
 from tests.e2e.up import kubectl
 from tests.support.samples import is_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-T = TypeVar("T")
 
-NAMESPACE = "default"
 POOL = "sdk-pool"
 REPLICAS = 2
-AGENTS = ("agents.x-k8s.io", "v1beta1", "sandboxes")
-EXTENSIONS = "extensions.agents.x-k8s.io"
-CLAIMS = (EXTENSIONS, "v1beta1", "sandboxclaims")
-POOLS = (EXTENSIONS, "v1beta1", "sandboxwarmpools")
 
 MANIFESTS = f"""
 apiVersion: extensions.agents.x-k8s.io/v1beta1
@@ -85,44 +87,9 @@ spec:
 """
 
 
-def _log_tail(tmp_path: Path, lines: int = 60) -> str:
-    log = tmp_path / "up.log"
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return "--- sandbus up (last lines)\n" + "\n".join(text.splitlines()[-lines:])
-
-
-def _eventually(
-    what: str,
-    probe: Callable[[], T | None],
-    tmp_path: Path,
-    timeout: float,
-    seen: Callable[[], object] = lambda: None,
-) -> T:
-    """``probe()`` every 0.2 s until it returns something other than None; on timeout the
-    failure shows ``seen()`` and the end of the `sandbus up` log."""
-    deadline = time.monotonic() + timeout
-    while (result := probe()) is None:
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{what}: not within {timeout}s; seen: {seen()}\n{_log_tail(tmp_path)}"
-            )
-        time.sleep(0.2)
-    return result
-
-
-def _get(objects: k8s.CustomObjectsApi, kind: tuple[str, str, str], name: str) -> Json | None:
-    try:
-        found = objects.get_namespaced_custom_object(*kind[:2], NAMESPACE, kind[2], name)
-    except k8s.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    return cast(Json, found)  # kubernetes >= 37 types custom objects as `object`
-
-
 def _pool_members(objects: k8s.CustomObjectsApi) -> tuple[Json, list[Json]]:
     """The pool and the Sandboxes its status selector selects."""
-    pool = _get(objects, POOLS, POOL)
+    pool = get(objects, POOLS, POOL)
     assert pool is not None, f"SandboxWarmPool {POOL} is gone"
     selector = (pool.get("status") or {}).get("selector")
     if not selector:
@@ -175,7 +142,7 @@ def test_the_sdk_claims_a_warm_sandbox_reads_it_and_deletes_it(
     def pool_state() -> str:
         return _pool_state(objects)
 
-    members = _eventually(f"{POOL} Ready", lambda: _ready_pool(objects), tmp_path, 90, pool_state)
+    members = eventually(f"{POOL} Ready", lambda: _ready_pool(objects), tmp_path, 90, pool_state)
 
     # The SDK as a user points it at a kubeconfig file: its own ApiClient (K8sHelper would
     # otherwise try the in-cluster config, then $KUBECONFIG as read when `kubernetes` was
@@ -191,7 +158,7 @@ def test_the_sdk_claims_a_warm_sandbox_reads_it_and_deletes_it(
         except Exception as error:
             raise AssertionError(
                 f"create_sandbox({POOL!r}) failed: {type(error).__name__}: {error}\n"
-                + _log_tail(tmp_path)
+                + log_tail(tmp_path)
             ) from error
         claim_name = sandbox.claim_name
         assert claim_name is not None
@@ -200,11 +167,11 @@ def test_the_sdk_claims_a_warm_sandbox_reads_it_and_deletes_it(
         # Adopted warm: one of the pool's Ready members, under a name of the pool's, not the
         # claim's.
         assert sandbox.sandbox_id in members, (sandbox.sandbox_id, members)
-        claim = _get(objects, CLAIMS, claim_name)
+        claim = get(objects, CLAIMS, claim_name)
         assert claim is not None
         assert claim["status"]["sandbox"]["name"] == sandbox.sandbox_id
         assert is_ready(claim), claim["status"]
-        adopted = _get(objects, AGENTS, sandbox.sandbox_id)
+        adopted = get(objects, AGENTS, sandbox.sandbox_id)
         assert adopted is not None
         labels = adopted["metadata"].get("labels") or {}
         assert labels.get(LABEL_LAUNCH_TYPE) == LAUNCH_TYPE_WARM, labels
@@ -243,14 +210,14 @@ def test_the_sdk_claims_a_warm_sandbox_reads_it_and_deletes_it(
         return [
             what
             for what, present in (
-                (f"SandboxClaim/{claim_name}", _get(objects, CLAIMS, claim_name)),
-                (f"Sandbox/{sandbox.sandbox_id}", _get(objects, AGENTS, sandbox.sandbox_id)),
+                (f"SandboxClaim/{claim_name}", get(objects, CLAIMS, claim_name)),
+                (f"Sandbox/{sandbox.sandbox_id}", get(objects, AGENTS, sandbox.sandbox_id)),
                 (f"Pod/{pod_name}", _pod(core, pod_name)),
             )
             if present is not None
         ]
 
-    _eventually(
+    eventually(
         "the claim, its Sandbox and its Pod deleted",
         lambda: None if left() else True,
         tmp_path,
@@ -259,7 +226,7 @@ def test_the_sdk_claims_a_warm_sandbox_reads_it_and_deletes_it(
     )
 
     # The adopted Sandbox left the pool, which fills itself up again with new members.
-    refilled = _eventually(
+    refilled = eventually(
         "the pool refilled", lambda: _ready_pool(objects), tmp_path, 90, pool_state
     )
     assert sandbox.sandbox_id not in refilled, refilled

@@ -26,9 +26,8 @@ The test is skipped when the SDK is not installed (``pip install -e '.[sdk]'``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import cast
 
 import pytest
 
@@ -45,24 +44,26 @@ from kubernetes import config as k8s_config
 
 from api.keys import LABEL_LAUNCH_TYPE, LAUNCH_TYPE_WARM
 from api.objects import Json
+from tests.e2e.claim.sdk import (
+    AGENTS,
+    CLAIMS,
+    NAMESPACE,
+    POOLS,
+    eventually,
+    get,
+)
 from tests.e2e.up import kubectl
 from tests.support.samples import is_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-T = TypeVar("T")
 
-NAMESPACE = "default"
 POOL = "sdk-calls"
 NAME = "mine"
 TIMEOUT = 30
 """The SDK's readiness timeout for each call."""
 ENV = {"GREETING": "hello from the claim", "EMPTY": ""}
 OTHER_UID = "00000000-0000-0000-0000-000000000000"
-AGENTS = ("agents.x-k8s.io", "v1beta1", "sandboxes")
-EXTENSIONS = "extensions.agents.x-k8s.io"
-CLAIMS = (EXTENSIONS, "v1beta1", "sandboxclaims")
-POOLS = (EXTENSIONS, "v1beta1", "sandboxwarmpools")
 
 MANIFESTS = f"""
 apiVersion: extensions.agents.x-k8s.io/v1beta1
@@ -96,39 +97,13 @@ spec:
 """
 
 
-def _log_tail(tmp_path: Path, lines: int = 60) -> str:
-    log = tmp_path / "up.log"
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return "--- sandbus up (last lines)\n" + "\n".join(text.splitlines()[-lines:])
-
-
-def _eventually(what: str, probe: Callable[[], T | None], tmp_path: Path, timeout: float) -> T:
-    """``probe()`` every 0.1 s until it returns something other than None."""
-    deadline = time.monotonic() + timeout
-    while (result := probe()) is None:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s\n{_log_tail(tmp_path)}")
-        time.sleep(0.1)
-    return result
-
-
-def _get(objects: k8s.CustomObjectsApi, kind: tuple[str, str, str], name: str) -> Json | None:
-    try:
-        found = objects.get_namespaced_custom_object(*kind[:2], NAMESPACE, kind[2], name)
-    except k8s.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    return cast(Json, found)  # kubernetes >= 37 types custom objects as `object`
-
-
 def _uid(claim: Json | None) -> str:
     assert claim is not None, "no claim"
     return cast(str, claim["metadata"]["uid"])
 
 
 def _pool_ready(objects: k8s.CustomObjectsApi) -> bool | None:
-    pool = _get(objects, POOLS, POOL)
+    pool = get(objects, POOLS, POOL)
     status = (pool or {}).get("status") or {}
     return True if status.get("readyReplicas") == 1 else None
 
@@ -144,7 +119,7 @@ def _fqdn_of(sandbox: Sandbox, objects: k8s.CustomObjectsApi, core: k8s.CoreV1Ap
     """The handle's FQDN, checked against the Sandbox's status and the Service it names."""
     fqdn = sandbox.get_service_fqdn()
     assert fqdn == f"{sandbox.sandbox_id}.{NAMESPACE}.svc.cluster.local", fqdn
-    found = _get(objects, AGENTS, sandbox.sandbox_id)
+    found = get(objects, AGENTS, sandbox.sandbox_id)
     assert found is not None
     assert found["status"]["serviceFQDN"] == fqdn, found["status"]
     assert found["status"]["service"] == sandbox.sandbox_id, found["status"]
@@ -162,7 +137,7 @@ def test_the_sdk_names_adopts_waits_on_and_deletes_a_claim_by_uid(
 
     applied = kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=MANIFESTS)
     assert applied.returncode == 0, applied.stderr.decode()
-    _eventually(f"{POOL} Ready", lambda: _pool_ready(objects), tmp_path, 60)
+    eventually(f"{POOL} Ready", lambda: _pool_ready(objects), tmp_path, 60)
 
     # 1. A named claim with env: cold, its own Sandbox (named after the claim), the variables
     # in its Pod next to the template's.
@@ -172,12 +147,12 @@ def test_the_sdk_names_adopts_waits_on_and_deletes_a_claim_by_uid(
     )
     print(f"create_sandbox(claim_name, env): {time.monotonic() - started:.2f}s")
     assert sandbox.claim_name == NAME
-    claim = _get(objects, CLAIMS, NAME)
+    claim = get(objects, CLAIMS, NAME)
     uid = _uid(claim)
     assert claim is not None and is_ready(claim), claim
     assert claim["spec"]["env"] == [{"name": k, "value": v} for k, v in ENV.items()], claim
     assert claim["status"]["sandbox"]["name"] == sandbox.sandbox_id == NAME, claim["status"]
-    cold = _get(objects, AGENTS, sandbox.sandbox_id)
+    cold = get(objects, AGENTS, sandbox.sandbox_id)
     assert cold is not None
     labels = cold["metadata"].get("labels") or {}
     assert labels.get(LABEL_LAUNCH_TYPE) != LAUNCH_TYPE_WARM, labels
@@ -202,7 +177,7 @@ def test_the_sdk_names_adopts_waits_on_and_deletes_a_claim_by_uid(
             adopt_existing=True,
         )
         assert (adopted.claim_name, adopted.sandbox_id) == (NAME, sandbox.sandbox_id)
-        assert _uid(_get(objects, CLAIMS, NAME)) == uid
+        assert _uid(get(objects, CLAIMS, NAME)) == uid
 
         # Without adopt_existing, the conflict is the caller's, and the claim is left alone.
         with pytest.raises(k8s.ApiException) as conflict:
@@ -210,7 +185,7 @@ def test_the_sdk_names_adopts_waits_on_and_deletes_a_claim_by_uid(
                 POOL, namespace=NAMESPACE, sandbox_ready_timeout=TIMEOUT, claim_name=NAME
             )
         assert conflict.value.status == 409, conflict.value
-        assert _uid(_get(objects, CLAIMS, NAME)) == uid
+        assert _uid(get(objects, CLAIMS, NAME)) == uid
 
         # Adoption checks the claim's warm pool.
         with pytest.raises(ValueError, match="references warm pool"):
@@ -222,10 +197,10 @@ def test_the_sdk_names_adopts_waits_on_and_deletes_a_claim_by_uid(
                 adopt_existing=True,
             )
     # Explicitly named claims outlive the client that created or adopted them.
-    assert _uid(_get(objects, CLAIMS, NAME)) == uid
+    assert _uid(get(objects, CLAIMS, NAME)) == uid
 
     # 2. Waiting on the claim by uid: from the GET (Ready already) and from the watch alone.
-    current = _get(objects, CLAIMS, NAME)
+    current = get(objects, CLAIMS, NAME)
     assert helper.wait_for_claim_ready(
         NAME, NAMESPACE, TIMEOUT, expected_uid=uid, initial_claim=current
     ) == (sandbox.sandbox_id)
@@ -238,17 +213,17 @@ def test_the_sdk_names_adopts_waits_on_and_deletes_a_claim_by_uid(
         helper.delete_sandbox_claim(NAME, NAMESPACE, expected_uid=OTHER_UID)
     assert refused.value.status == 409, refused.value
     assert "precondition" in str(refused.value.body), refused.value.body
-    still = _get(objects, CLAIMS, NAME)
+    still = get(objects, CLAIMS, NAME)
     assert _uid(still) == uid and still is not None
     assert not still["metadata"].get("deletionTimestamp"), still["metadata"]
 
     # With its uid it is deleted, and its Sandbox with it.
     helper.delete_sandbox_claim(NAME, NAMESPACE, expected_uid=uid)
-    _eventually(
+    eventually(
         "the claim and its Sandbox deleted",
         lambda: (
             True
-            if _get(objects, CLAIMS, NAME) is None and _get(objects, AGENTS, NAME) is None
+            if get(objects, CLAIMS, NAME) is None and get(objects, AGENTS, NAME) is None
             else None
         ),
         tmp_path,
@@ -259,10 +234,10 @@ def test_the_sdk_names_adopts_waits_on_and_deletes_a_claim_by_uid(
     again = sdk.create_sandbox(
         POOL, namespace=NAMESPACE, sandbox_ready_timeout=TIMEOUT, claim_name=NAME
     )
-    new_uid = _uid(_get(objects, CLAIMS, NAME))
+    new_uid = _uid(get(objects, CLAIMS, NAME))
     assert new_uid != uid
     assert again.sandbox_id != NAME, "adopted warm, under the member's name"
-    warm = _get(objects, AGENTS, again.sandbox_id)
+    warm = get(objects, AGENTS, again.sandbox_id)
     assert warm is not None
     assert (warm["metadata"].get("labels") or {}).get(LABEL_LAUNCH_TYPE) == LAUNCH_TYPE_WARM
     # 4. (warm) The adopted member's Service.
@@ -281,11 +256,11 @@ def test_the_sdk_names_adopts_waits_on_and_deletes_a_claim_by_uid(
     with pytest.raises(k8s.ApiException) as stale:
         helper.delete_sandbox_claim(NAME, NAMESPACE, expected_uid=uid)
     assert stale.value.status == 409, stale.value
-    assert _uid(_get(objects, CLAIMS, NAME)) == new_uid
+    assert _uid(get(objects, CLAIMS, NAME)) == new_uid
     helper.delete_sandbox_claim(NAME, NAMESPACE, expected_uid=new_uid)
-    _eventually(
+    eventually(
         "the second claim deleted",
-        lambda: True if _get(objects, CLAIMS, NAME) is None else None,
+        lambda: True if get(objects, CLAIMS, NAME) is None else None,
         tmp_path,
         30,
     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import cast
 
 import pytest
 
@@ -32,16 +31,18 @@ from k8s_agent_sandbox.sandbox import Sandbox
 from kubernetes import client as k8s  # a dependency of the SDK
 from kubernetes import config as k8s_config
 
-from api.objects import Json
+from tests.e2e.claim.sdk import (
+    AGENTS,
+    CLAIMS,
+    NAMESPACE,
+    get,
+)
 from tests.e2e.up import kubectl
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-NAMESPACE = "default"
 TIMEOUT = 60
 """The SDK's readiness timeout: failing fast means well under it."""
-AGENTS = ("agents.x-k8s.io", "v1beta1", "sandboxes")
-CLAIMS = ("extensions.agents.x-k8s.io", "v1beta1", "sandboxclaims")
 
 
 def _template_and_pool(name: str, pod_spec: str, service: bool = False) -> str:
@@ -75,16 +76,6 @@ WITH_SERVICE = _template_and_pool(
     "      containers:\n        - name: runtime\n          image: registry.example.com/python:3.12",
     service=True,
 )
-
-
-def _get(objects: k8s.CustomObjectsApi, kind: tuple[str, str, str], name: str) -> Json | None:
-    try:
-        found = objects.get_namespaced_custom_object(*kind[:2], NAMESPACE, kind[2], name)
-    except k8s.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    return cast(Json, found)
 
 
 def _fails_fast(sdk: SandboxClient[Sandbox], pool: str, claim_name: str | None = None) -> str:
@@ -121,5 +112,5 @@ def test_the_sdk_fails_fast_on_a_claim_name_too_long_for_its_service(
         config_file=str(sandbus_up / "kubeconfig"), persist_config=False
     ) as api:
         objects = k8s.CustomObjectsApi(api)
-        assert _get(objects, AGENTS, name) is None, "no Sandbox was attempted"
-        assert _get(objects, CLAIMS, name) is not None, "an explicit name is the caller's"
+        assert get(objects, AGENTS, name) is None, "no Sandbox was attempted"
+        assert get(objects, CLAIMS, name) is not None, "an explicit name is the caller's"
