@@ -18,6 +18,7 @@ from tests.component.taskexecutor.executor import (
     file_text,
     terminated_of,
 )
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,11 +32,17 @@ def pid_of(executor: Executor, name: str) -> int:
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs: a process killed and not yet reaped by its parent (a zombie,
+    state ``Z``) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 async def test_health(client: Client) -> None:
@@ -177,7 +184,7 @@ async def test_post_stop_runs_when_a_running_task_is_deleted(
     await client.until("long", lambda t: t is None)
     assert written.read_text() == "bye\n"
     assert not executor.task_dir("long").exists()
-    assert not alive(pid)
+    await until(lambda: not alive(pid), within=5, what=f"process {pid} stopped")
     assert await client.get_tasks() == []
 
 
@@ -198,7 +205,7 @@ async def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_then_pos
     assert (await client.set_tasks([]))[0] == 200
     await client.until("stubborn", lambda t: t is None)  # 1 s of grace, then SIGKILL
     assert written.exists()
-    assert not alive(pid)
+    await until(lambda: not alive(pid), within=5, what=f"process {pid} killed")
 
 
 async def test_a_task_deleted_during_its_pre_start_never_starts_its_process(
