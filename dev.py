@@ -2,12 +2,14 @@
 """Developer tasks that need nothing but Python: ``python3 dev.py TASK [ARGS...]``.
 
 Each task makes sure ``.venv/`` exists with the project installed (editable, with the dev extra,
-which includes the test and sdk extras), then runs the tool from it. Extra arguments go to the
-tool, e.g. ``python3 dev.py test tests/unit -k hash``.
+which includes the test, sdk and docs extras), then runs the tool from it. Extra arguments go to
+the tool, e.g. ``python3 dev.py test tests/unit -k hash``.
 
 Tasks:
   test      run the test suite (pytest, in parallel)
-  lint      ruff (lint and format check), mypy, and the import-linter layering contracts
+  lint      ruff (lint and format check), mypy, the import-linter layering contracts, and a
+            strict build of the user guide (mkdocs: a broken link or anchor fails)
+  docs      build the user guide into site/ (``python3 dev.py docs serve``: serve it locally)
   generate  regenerate the checked-in CRDs and event schemas
   sandbus   run the sandbus command line from the virtual environment
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -62,7 +65,17 @@ def lint(args: list[str]) -> int:
     ):
         print(f"dev.py: {Path(command[0]).name} {' '.join(map(str, command[1:]))}", flush=True)
         failures += run([*command, *args], check=False) != 0
+    # The guide, built strictly into a scratch directory: mkdocs.yml turns every unresolved link,
+    # anchor or page left out of the nav into a warning, and --strict makes a warning fail.
+    with tempfile.TemporaryDirectory(prefix="sandbus-site-") as site:
+        build = [BIN / "mkdocs", "build", "--strict", "--site-dir", site]
+        print("dev.py: mkdocs build --strict", flush=True)
+        failures += run(build, check=False) != 0
     return 1 if failures else 0
+
+
+def docs(args: list[str]) -> int:
+    return run([BIN / "mkdocs", *(args or ["build", "--strict"])], check=False)
 
 
 def generate(args: list[str]) -> int:
@@ -76,7 +89,7 @@ def sandbus(args: list[str]) -> int:
     return run([BIN / "sandbus", *args], check=False)
 
 
-TASKS = {"test": test, "lint": lint, "generate": generate, "sandbus": sandbus}
+TASKS = {"test": test, "lint": lint, "docs": docs, "generate": generate, "sandbus": sandbus}
 
 
 def main() -> int:

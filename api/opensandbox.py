@@ -296,6 +296,9 @@ BatchSandboxConditionType = Literal[
     # sandbus's: an allocation annotation of the sandbox is malformed, or asks to release a
     # Pod the sandbox does not hold; the Pool leaves it alone until it is fixed.
     "AllocationRefused",
+    # sandbus's, as the Pool's: neither a template nor a poolRef (reason NoTemplate), so there
+    # is nothing to make its Pods from.
+    "InvalidSpec",
 ]
 
 
@@ -498,7 +501,9 @@ class TaskTemplateSpec(Spec, kw_only=True):
 # --- SandboxSnapshot -----------------------------------------------------------------------------
 
 SandboxSnapshotPhase = Literal["Pending", "Committing", "Succeed", "Failed"]
-SandboxSnapshotConditionType = Literal["Ready", "Failed"]
+SandboxSnapshotConditionType = Literal["Ready", "Failed", "CommitJobFailure"]
+"""``CommitJobFailure`` is sandbus's: the API server refuses the commit Job (or its creates
+keep failing); there only while it lasts, reason ``FailedCreateJob`` (upstream's Event)."""
 
 
 SnapshotFormat = Literal["rootfs-v1", "qemu-v1", "kata-vmstate-v1"]

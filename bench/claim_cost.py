@@ -34,6 +34,7 @@ from typing import Any
 
 import aiohttp
 import cpu_profile
+import nats.js.errors
 from claim_latency import claims_to_ready, fill_pool
 from common import Stack, progress
 
@@ -66,6 +67,22 @@ async def stream_counts(js: Any) -> dict[str, tuple[int, int, collections.Counte
     return counts
 
 
+async def event_log_bytes(js: Any, first: int) -> collections.Counter[str]:
+    """The event log's bytes (data and headers) by subject class, from sequence ``first`` on:
+    where a claim's bytes go, which the stream's total does not say."""
+    stream = BusConfig().event_log_stream
+    last = (await js.stream_info(stream)).state.last_seq
+    sizes: collections.Counter[str] = collections.Counter()
+    for seq in range(first, last + 1):
+        try:
+            message = await js.get_msg(stream, seq)
+        except nats.js.errors.NotFoundError:
+            continue
+        headers = sum(len(k) + len(v) + 4 for k, v in (message.headers or {}).items())
+        sizes[subject_class(message.subject)] += len(message.data or b"") + headers
+    return sizes
+
+
 async def resource_version(http: aiohttp.ClientSession) -> int:
     async with http.get("/_devcluster/state") as response:
         return int((await response.json())["resourceVersion"])
@@ -93,6 +110,7 @@ async def main(args: argparse.Namespace) -> None:
         await stack.quiet()
         writes_before = await resource_version(http)
         streams_before = await stream_counts(stack.js)
+        log_first = (await stack.js.stream_info(BusConfig().event_log_stream)).state.last_seq + 1
         cpu_before = stack.cpu()
         sampled = {name: pid for name, pid in stack.pids().items() if name != "nats-server"}
         if args.profile:
@@ -104,6 +122,7 @@ async def main(args: argparse.Namespace) -> None:
         profiles = cpu_profile.collect(sampled, args.profile) if args.profile else {}
         writes = await resource_version(http) - writes_before
         streams = await stream_counts(stack.js)
+        log_bytes = await event_log_bytes(stack.js, log_first)
 
     n = args.claims
     print(
@@ -121,7 +140,8 @@ async def main(args: argparse.Namespace) -> None:
             f"| {(size - size_before) / n:,.0f} |"
         )
         for subject, count in (classes - classes_before).most_common():
-            print(f"| | {subject} | {count / n:.2f} | |")
+            size = f"{log_bytes[subject] / n:,.0f}" if subject in log_bytes else ""
+            print(f"| | {subject} | {count / n:.2f} | {size} |")
     print("\nCPU ms per claim\n")
     print(f"| {' | '.join(cpu)} | total |")
     print(f"|{'---:|' * (len(cpu) + 1)}")

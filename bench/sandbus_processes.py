@@ -1,4 +1,6 @@
-"""Starting and stopping ``sandbus`` commands as their own processes, for the benchmarks.
+"""Starting and stopping ``sandbus`` commands as their own processes, for the benchmarks (the
+command line is :func:`services.cli.processes.sandbus_command`, as ``sandbus up`` starts its
+children).
 
 Imported by the scripts next to it (``python bench/<script>.py`` puts this folder on the path).
 """
@@ -11,9 +13,10 @@ import math
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
+
+from services.cli.processes import sandbus_command
 
 SOURCES = Path(__file__).resolve().parent.parent
 """The checkout whose ``sandbus`` the benchmarks run (an editable install)."""
@@ -34,11 +37,9 @@ def start_sandbus(
 ) -> subprocess.Popen[bytes]:
     """Run ``sandbus ARGUMENTS`` from this interpreter's environment, its output into ``log``."""
     compile_sandbus()
-    sandbus = Path(sys.executable).parent / "sandbus"
-    command = [str(sandbus)] if sandbus.is_file() else [sys.executable, "-m", "services.cli"]
     with log.open("ab") as out:
         return subprocess.Popen(
-            [*command, *arguments],
+            sandbus_command(*arguments),
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},

@@ -273,6 +273,8 @@ class DecisionInputs(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     memo: Any = None
     expectations: Any = None
     last_error: str | None = None
+    failure_persists: bool = False
+    """The key's passes had failed in a row for the worker's ``report_failures_after``."""
     messages: tuple[DecisionMessage, ...] = ()
 
 

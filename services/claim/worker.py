@@ -12,7 +12,8 @@ Following upstream's watches, declared as rules (:class:`ClaimWakes`): a claim's
 Sandbox's change wakes the claim that controls it; a pool's change of spec (its generation,
 not its status) wakes its own key and the claims that name it and have no Sandbox yet; a
 template seen for the first time wakes the claims of the pools that use it (a claim waiting
-with TemplateNotFound).
+with TemplateNotFound); so does, sandbus's, any change of a template that says or said why its
+NetworkPolicy is not written (their ``NetworkPolicyFailure``).
 
 Tracing: a claim's reconcile is the ``ReconcileSandboxClaim`` span
 (attributes ``sandboxclaim.name``, ``sandboxclaim.namespace`` and the normalised
@@ -45,6 +46,7 @@ from services.claim.core.plan import plan_claim
 from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
 from services.claim.core.spread import queued_nodes
 from services.claim.tasks import TaskReports
+from services.domain.agentsandbox.policy_failure import network_policy_failure
 from services.domain.agentsandbox.warmpool import template_ref_name
 from services.runtime.worker_api import (
     ObjectCache,
@@ -101,6 +103,7 @@ def claim_reconciler(
             settings=settings,
             messages=observed.messages,
             last_error=observed.last_error,
+            failure_persists=observed.failure_persists,
             memo=observed.memo,
             reports=reports.of(key),
         )
@@ -254,14 +257,27 @@ class _NewTemplates:
         if uid in self.templates or cache.get(key) is None:
             return
         self.templates.add(uid)
-        pools = {
-            str(metadata_of(pool).get("name"))
-            for pool in cache.objects("SandboxWarmPool", key.namespace)
-            if template_ref_name(pool) == key.name
-        }
-        for claim in cache.objects("SandboxClaim", key.namespace):
-            if _pool_of(claim) in pools and not metadata_of(claim).get("deletionTimestamp"):
-                yield key_of(claim, "SandboxClaim")
+        yield from _claims_of_template(key, cache)
+
+
+def _policy_failures(key: ObjectKey, template: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
+    """A template that says, or said, why its NetworkPolicy is not written (it is asked with
+    the template before and after the change) wakes the claims of the pools that use it: each
+    reports it (``NetworkPolicyFailure``), and stops when it is gone."""
+    if network_policy_failure(template) is not None:
+        yield from _claims_of_template(key, cache)
+
+
+def _claims_of_template(template: ObjectKey, cache: ObjectCache) -> Iterator[ObjectKey]:
+    """The live claims of the pools that use ``template``."""
+    pools = {
+        str(metadata_of(pool).get("name"))
+        for pool in cache.objects("SandboxWarmPool", template.namespace)
+        if template_ref_name(pool) == template.name
+    }
+    for claim in cache.objects("SandboxClaim", template.namespace):
+        if _pool_of(claim) in pools and not metadata_of(claim).get("deletionTimestamp"):
+            yield key_of(claim, "SandboxClaim")
 
 
 class ClaimWakes(Wakes):
@@ -275,6 +291,7 @@ class ClaimWakes(Wakes):
             wake_owner(("Sandbox", "NetworkPolicy"), "SandboxClaim"),
             Wake(("SandboxWarmPool",), _PoolSpecs()),
             Wake(("SandboxTemplate",), _NewTemplates()),
+            Wake(("SandboxTemplate",), _policy_failures),
             # A BatchSandbox is woken by the Pods it controls or the Pool gave it (their IPs and
             # readiness are its status), by its Pool (capacity, or a Pool for "*"), and by the
             # snapshots it controls (its pause snapshot's phase).

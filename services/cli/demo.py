@@ -1,7 +1,8 @@
 """``sandbus demo``: what a warm pool is for, in one command and a minute.
 
 It starts what ``sandbus up`` starts (:func:`services.cli.up.running`: an embedded NATS and the
-development cluster, or those of ``--nats``/``--kubeconfig``, and every service), then:
+development cluster, or those of ``--nats``/``--kubeconfig``, and every service, each its own
+process unless ``--one-process``), then:
 
 1. applies a SandboxTemplate and a SandboxWarmPool of ``--pool`` replicas, both ``sandbus-demo``
    in ``--namespace``, and shows the pool warming: its members Ready, and each one queued on
@@ -57,8 +58,10 @@ from services.cli.demo_core import DEMO_NAME, MANAGED_BY, Sample
 from services.cli.run import SERVICES
 from services.cli.up import (
     DevClusterOptions,
+    Mode,
     UpError,
     add_cluster_args,
+    add_mode_args,
     cluster_options,
     running,
     whole_number,
@@ -106,6 +109,8 @@ class DemoOptions:
     timeout: float
     plot: Path | None
     keep: bool
+    mode: Mode = dataclasses.field(default_factory=Mode)
+    """Each part its own process (the default), or ``--one-process``."""
 
 
 def _seconds(text: str) -> float:
@@ -135,6 +140,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="state directory of the embedded NATS and cluster (default: a temporary one)",
     )
     add_cluster_args(parser)
+    add_mode_args(parser)
     parser.add_argument(
         "--namespace", default="default", help="where the objects go (default: default)"
     )
@@ -188,6 +194,7 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         timeout=args.timeout,
         plot=args.plot,
         keep=args.keep,
+        mode=Mode.from_args(args),
     )
     if options.kubeconfig is not None and not options.kubeconfig.is_file():
         parser.error(f"--kubeconfig: no such file: {options.kubeconfig}")
@@ -251,6 +258,7 @@ async def demo(options: DemoOptions) -> int:
                 nats_url=options.nats_url,
                 kubeconfig=options.kubeconfig,
                 cluster=options.cluster,
+                mode=options.mode,
             ) as handle:
                 await handle.guard(_workload(handle.kubeconfig, handle.nats_url, options, console))
                 print("sandbus demo: stopping sandbus", flush=True)

@@ -9,6 +9,8 @@ running a real one for each;
 sandbus's own CRDs are always served (generated from the API types); ``--crds`` adds more.
 ``--advertise-host``/``--advertise-url`` name the server in the kubeconfig when the listen
 address is not one clients can use (``--host 0.0.0.0`` in a container).
+``SANDBUS_METRICS_ADDRESS`` (``host:port``) serves the process's ``/metrics``, ``/healthz`` and
+``/readyz`` there, as every service does (``sandbus up`` sets it for the cluster it starts).
 
 Every ``sandbus`` command builds its parser from this module, so it imports nothing heavy at
 module level: the cluster (and aiohttp) load only when this command runs.
@@ -150,12 +152,19 @@ def simulation_settings(args: argparse.Namespace) -> SimulationSettings:
 
 
 async def _serve(cluster: DevCluster, kubeconfig: Path) -> int:
+    from services.runtime.endpoint import metrics_endpoint
+    from services.runtime.metrics import metrics_address, process_metrics
+
+    address = metrics_address()  # read first: a malformed one is told before anything starts
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    async with cluster:
+    async with cluster, contextlib.AsyncExitStack() as stack:
+        # Opened once the cluster serves, so that its /readyz answering says the cluster does.
+        if address is not None:
+            await stack.enter_async_context(metrics_endpoint(process_metrics(), *address))
         cluster.write_kubeconfig(kubeconfig)
         print(
             f"devcluster serving at {cluster.url}; kubeconfig {kubeconfig} "

@@ -23,9 +23,13 @@ it may adopt) and, when the Sandbox is adoptable before or after the change, its
 (its queue entry goes in when it becomes adoptable and out when it stops being; the changes of a
 member on its way to Ready, or of one a claim holds, are nothing to its entry, and a restart
 reconciles every key that holds an entry); a template's change wakes every pool in its
-namespace that references it; a Pod's change wakes the pool of the Sandbox that controls it
-(the Unschedulable hold and the scheduling gates read it). Sandboxes are indexed by the pool
-label, pools by template.
+namespace that references it. Sandboxes are indexed by the pool label, pools by template.
+
+The only Pods it follows are the OpenSandbox Pools' (:func:`_pools_pod`). A SandboxWarmPool's
+Unschedulable hold and scheduling gates read each member's ``PodScheduled`` condition, which the
+sandbox worker copies from the member's Pod; upstream's pool controller reads the Pods, and here
+they were most of the events this worker decoded (six Pod changes a claim, against four of its
+Sandboxes), all turned away now before they are decoded.
 A pool's wakes are coalesced over :data:`POOL_COALESCE`: each pass reads every member.
 
 The pool worker reports the depth of each warm queue (``sandbus_warm_queue_depth``, labels
@@ -38,12 +42,10 @@ so an empty queue reports 0 instead of vanishing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Final
 
 from nats.js import JetStreamContext
 
-from api.agents import GROUP
 from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
 from api.objects import Json, labels_of, metadata_of
 from api.opensandbox import GROUP as OPENSANDBOX_GROUP
@@ -69,7 +71,6 @@ from services.runtime.worker_api import (
     ObjectCache,
     Observed,
     Reconciler,
-    Wake,
     Wakes,
     WorkerDefinition,
     controller_name,
@@ -119,6 +120,7 @@ def pool_reconciler(settings: PoolSettings | None = None) -> Reconciler[PoolObse
             expectations=observed.expectations,
             memo=observed.memo,
             last_error=observed.last_error,
+            failure_persists=observed.failure_persists,
         )
 
     return Reconciler("SandboxWarmPool", observe, plan_pool, memo_type=PoolMemo, expects=True)
@@ -141,6 +143,7 @@ def open_pool_reconciler() -> Reconciler[OpenPoolObservation]:
             ledger=observed.memo,
             expectations=observed.expectations,
             last_error=observed.last_error,
+            failure_persists=observed.failure_persists,
         )
 
     return Reconciler("Pool", observe, plan_open_pool, memo_type=PoolLedger, expects=True)
@@ -165,14 +168,9 @@ def _named_pool(sandbox: Json) -> str | None:
     return ref if ref != POOL_REF_AUTO_ASSIGN else None
 
 
-def _pool_of_members_pod(key: ObjectKey, pod: Json, cache: ObjectCache) -> Iterator[ObjectKey]:
-    """A Pod wakes the pool of the Sandbox that controls it (the Unschedulable hold and the
-    scheduling gates read it: a lifted gate wakes the pool)."""
-    sandbox = controller_name(pod, "Sandbox", group=GROUP)
-    member = cache.get(ObjectKey("Sandbox", key.namespace, sandbox)) if sandbox else None
-    pool = controller_name(member, "SandboxWarmPool") if member is not None else None
-    if pool:
-        yield ObjectKey("SandboxWarmPool", key.namespace, pool)
+def _pools_pod(pod: Json) -> bool:
+    """The Pods the pool worker follows: those an OpenSandbox Pool controls."""
+    return bool(controller_name(pod, "Pool", group=OPENSANDBOX_GROUP))
 
 
 wakes = Wakes(
@@ -185,7 +183,6 @@ wakes = Wakes(
     wake_referrers("Sandbox", "SandboxWarmPool", _labelled_with, when=_labelled),
     wake_named("BatchSandbox", "Pool", _named_pool),
     wake_owner("Pod", "Pool", group=OPENSANDBOX_GROUP),
-    Wake(("Pod",), _pool_of_members_pod),
 )
 
 
@@ -218,4 +215,5 @@ def pool_worker(settings: PoolSettings | None = None) -> WorkerDefinition:
         executors=WARM_EXECUTORS,
         coalesce={"SandboxWarmPool": POOL_COALESCE, "Pool": OPEN_POOL_COALESCE},
         gauges=(WARM_QUEUE_GAUGE,),
+        follows={"Pod": _pools_pod},
     )

@@ -4,8 +4,8 @@ by I/O sampled first, :func:`sample`), ``GET /healthz``
 says it is ready, see :data:`READINESS`; else 503 with what each one waits for).
 
 Every service of a process shares it (:func:`metrics_endpoint` is reference-counted per
-address), because ``sandbus up`` runs every worker in one process and they cannot each bind
-the same port."""
+address), because ``sandbus up --one-process`` runs every worker in one process and they cannot
+each bind the same port (without it, each service is a process with an endpoint of its own)."""
 
 from __future__ import annotations
 
@@ -127,8 +127,9 @@ _OPEN: dict[tuple[str, int], _Shared] = {}
 async def metrics_endpoint(metrics: Metrics, host: str, port: int) -> AsyncIterator[None]:
     """Serve ``metrics`` on ``host:port`` while any service of the process is inside.
 
-    The services of ``sandbus up`` start at the same moment: the first registers the start
-    before it awaits it, so the others wait for that one instead of binding the port again."""
+    The services of ``sandbus up --one-process`` start at the same moment: the first registers
+    the start before it awaits it, so the others wait for that one instead of binding the port
+    again."""
     address = (host, port)
     shared = _OPEN.get(address)
     if shared is None:

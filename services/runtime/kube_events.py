@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from api.objects import Json, metadata_of
 
-__all__ = ["event_about"]
+__all__ = ["event_about", "warning_when_raised"]
 
 
 def event_about(
@@ -55,3 +55,31 @@ def event_about(
             "resourceVersion": meta.get("resourceVersion"),
         },
     }
+
+
+def warning_when_raised(
+    obj: Mapping[str, Any],
+    before: Mapping[str, Any] | None,
+    *,
+    condition: str,
+    reason: str,
+    message: str,
+    now: datetime,
+    controller: str,
+    action: str = "Reconciling",
+) -> Json | None:
+    """The Warning Event that says a problem condition was raised on ``obj``: ``condition``
+    True for ``reason``, which ``before`` (the condition as the object holds it, None: absent)
+    did not say yet; None when it did. Once per transition, and again when the reason changes,
+    so that a cause that flips is told too."""
+    if before is not None and before.get("status") == "True" and before.get("reason") == reason:
+        return None
+    return event_about(
+        obj,
+        reason=reason,
+        note=f"{condition}: {message}",
+        type="Warning",
+        now=now,
+        controller=controller,
+        action=action,
+    )

@@ -353,7 +353,7 @@ _PROCESS: list[Metrics] = []
 
 def process_metrics() -> Metrics:
     """The metrics every service of this process records into and its endpoint serves
-    (``sandbus up`` runs every worker in one process, behind one ``/metrics``)."""
+    (``sandbus up --one-process`` runs every worker in one process, behind one ``/metrics``)."""
     if not _PROCESS:
         _PROCESS.append(Metrics())
     return _PROCESS[0]

@@ -177,7 +177,9 @@ def _sandbox_with_trace_context(inputs: SandboxObservation, carrier: str) -> San
 
 def template_reconciler() -> Reconciler[TemplateObservation]:
     def observe(key: ObjectKey, observed: Observed) -> TemplateObservation:
-        return observe_template(key, observed.cache, observed.last_error)
+        return observe_template(
+            key, observed.cache, observed.last_error, failure_persists=observed.failure_persists
+        )
 
     return Reconciler("SandboxTemplate", observe, plan_template, span=_template_span)
 

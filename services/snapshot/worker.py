@@ -49,7 +49,13 @@ def snapshot_reconciler(
     settings = settings or SnapshotSettings()
 
     def observe(key: ObjectKey, observed: Observed) -> SnapshotObservation:
-        return observe_snapshot(key, observed.cache, settings)
+        return observe_snapshot(
+            key,
+            observed.cache,
+            settings,
+            last_error=observed.last_error,
+            failure_persists=observed.failure_persists,
+        )
 
     return Reconciler("SandboxSnapshot", observe, plan_snapshot)
 

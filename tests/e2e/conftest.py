@@ -13,7 +13,8 @@ bound instead of hanging.
 version the development cluster reports, so both stand for the same API.
 
 ``sandbus_up`` runs `sandbus up --dir TMP/state` as a user runs it, stopped with SIGTERM (and
-checked to exit 0) after the test (tests/e2e/test_up.py, tests/e2e/claim/test_sdk.py).
+checked to exit 0) after the test (tests/e2e/test_up.py, tests/e2e/claim/test_sdk.py); its
+output goes to ``TMP/up.log`` and its process id to ``TMP/up.pid``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,17 +69,15 @@ def sandbus_up(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]
     arguments: list[str] = getattr(request, "param", [])
     state = tmp_path / "state"
     log = (tmp_path / "up.log").open("wb")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    (tmp_path / "metrics-port").write_text(str(port))
+    environment = {k: v for k, v in os.environ.items() if k != "SANDBUS_METRICS_ADDRESS"}
     process = subprocess.Popen(
         [SANDBUS, "up", "--dir", str(state), *arguments],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=tmp_path,
-        env={**os.environ, "SANDBUS_METRICS_ADDRESS": f"127.0.0.1:{port}"},
+        env=environment,  # every endpoint on a free port, named in state/endpoints.json
     )
+    (tmp_path / "up.pid").write_text(str(process.pid))
     try:
         wait_for_file(state / "nats-url", process, timeout=60)
         yield state

@@ -1,18 +1,19 @@
 """Services as their own processes, for the end-to-end tests: ``sandbus run SERVICE`` (or any
 module with the same arguments), logging into a file per process, tied to the test process so
-that none outlives it.
+that none outlives it (:func:`services.cli.processes.die_with_parent`, as ``sandbus up`` ties
+its children).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+
+from services.cli.processes import die_with_parent
 
 SANDBUS_RUN = (
     sys.executable,
@@ -23,10 +24,6 @@ SANDBUS_RUN = (
     "from services.cli import main; sys.exit(main())",
     "run",
 )
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
 @contextlib.asynccontextmanager
@@ -58,7 +55,7 @@ async def service(
         stdout=log,
         stderr=log,
         env=environment,
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
     )
     try:
         yield process

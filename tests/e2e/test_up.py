@@ -1,25 +1,40 @@
 """`sandbus up` as a user runs it: one command, then kubectl and `sandbus events tail` against it.
 
-Everything here is a real process: `sandbus up` (embedded nats-server, development cluster and
-every service), kubectl, and the tail command, exactly as the README tells a user to run them.
+Everything here is a real process: `sandbus up` (embedded nats-server, and the development
+cluster and every service each its own process, or all in one with ``--one-process``), kubectl,
+and the tail command, exactly as the README tells a user to run them. The supervision of the
+children is tested here too: each part's pid and endpoint, SIGTERM leaving no process behind,
+a SIGKILLed service restarted, and ``up`` stopping when restarts run out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
 import signal
 import subprocess
 import time
-import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import nats
 import pytest
 
 from services.cli.run import SERVICES
-from tests.e2e.up import SANDBUS, kubectl, user_env
+from tests.e2e.up import (
+    SANDBUS,
+    children_of,
+    endpoints,
+    fetch,
+    kubectl,
+    running,
+    user_env,
+    wait_for_file,
+    wait_until,
+)
 
 SANDBOX = """
 apiVersion: agents.x-k8s.io/v1beta1
@@ -115,7 +130,16 @@ def _wait_for_size(state: Path, tmp_path: Path, size: int, timeout: float) -> No
         time.sleep(0.2)
 
 
+@pytest.mark.parametrize("sandbus_up", [["--one-process"]], indirect=True)
 def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> None:
+    """With ``--one-process``: every part in the one process of `sandbus up`, behind one
+    /metrics."""
+    up_pid = int((tmp_path / "up.pid").read_text())
+    parts = endpoints(sandbus_up)
+    assert set(parts) == set(SERVICES), parts
+    assert {part["pid"] for part in parts.values()} == {up_pid}
+    assert len({part["metrics"] for part in parts.values()}) == 1, parts
+
     applied = kubectl(sandbus_up, tmp_path, "apply", "-f", "-", input=WARM_POOL)
     assert applied.returncode == 0, applied.stderr.decode()
     _wait_for_size(sandbus_up, tmp_path, 2, timeout=60)
@@ -126,11 +150,9 @@ def test_kubectl_scale_resizes_a_warm_pool(sandbus_up: Path, tmp_path: Path) -> 
     _wait_for_size(sandbus_up, tmp_path, 4, timeout=60)
 
     # Every worker of the one process behind one /metrics, and ready.
-    port = (tmp_path / "metrics-port").read_text()
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as response:
-        assert (response.status, response.read()) == (200, b"ok\n")
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
+    assert fetch(parts["pool"]["readyz"]) == (200, "ok\n")
+    status, text = fetch(parts["pool"]["metrics"])
+    assert status == 200
     for worker, kind in (("pool", "SandboxWarmPool"), ("sandbox", "Sandbox")):
         series = f'sandbus_reconcile_total{{kind="{kind}",result="ok",worker="{worker}"}}'
         assert series in text, text
@@ -203,8 +225,12 @@ def test_up_says_each_service_is_ready_and_passes_the_cluster_options_on(
     and the development cluster's options reach it: two nodes registered."""
     lines = (tmp_path / "up.log").read_text().splitlines()
     said = [line for line in lines if line.startswith("  ")]
+    parts = endpoints(sandbus_up)
     for service in SERVICES:
-        assert any(re.fullmatch(rf"  {service} +ready \(\d+\.\d s\)", line) for line in said), said
+        shown = rf"  {service} +ready \(\d+\.\d s\); pid (\d+), (http://\S+/metrics)"
+        found = [m for m in (re.fullmatch(shown, line) for line in said) if m]
+        assert found, said
+        assert found[0].groups() == (str(parts[service]["pid"]), parts[service]["metrics"])
     assert not any("started" in line for line in said), said
     assert any("(development cluster, 2 nodes," in line for line in said), said
     hints = "\n".join(lines[next(i for i, line in enumerate(lines) if line.startswith("ready.")) :])
@@ -256,11 +282,11 @@ def test_a_new_user_applies_every_example_and_reads_the_metrics(
         assert time.monotonic() < deadline, got.stdout.decode() + got.stderr.decode()
         time.sleep(0.5)
 
-    port = (tmp_path / "metrics-port").read_text()
+    # Each process's own /metrics, found where the banner and endpoints.json name it.
+    urls = {part["metrics"] for part in endpoints(sandbus_up).values()}
     deadline = time.monotonic() + 60
     while True:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            text = response.read().decode()
+        text = "".join(fetch(url)[1] for url in sorted(urls))
         cold = [
             line
             for line in text.splitlines()
@@ -294,3 +320,103 @@ def test_a_new_user_applies_every_example_and_reads_the_metrics(
             break
         assert time.monotonic() < deadline, missing
         time.sleep(0.5)
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for child in children_of(pid):
+        found += [child, *_descendants(child)]
+    return found
+
+
+@contextlib.contextmanager
+def _up(tmp_path: Path, *arguments: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """`sandbus up` of its own (the test decides how it ends), until it is ready; killed, and
+    its children with it, if the test leaves it running."""
+    state = tmp_path / "state"
+    with (tmp_path / "up.log").open("wb") as log:
+        process = subprocess.Popen(
+            [SANDBUS, "up", "--dir", str(state), *arguments],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env={k: v for k, v in user_env().items() if k != "SANDBUS_METRICS_ADDRESS"},
+        )
+        try:
+            wait_for_file(state / "nats-url", process, timeout=60)
+            yield process, state
+        finally:
+            if process.poll() is None:
+                process.kill()  # its children get SIGTERM from the kernel (die with parent)
+                process.wait()
+
+
+def test_each_part_runs_in_a_process_of_its_own_and_serves_its_endpoints(
+    sandbus_up: Path, tmp_path: Path
+) -> None:
+    """The development cluster and every service: a child process each of `sandbus up`, each
+    serving /metrics, /healthz and /readyz where the banner and endpoints.json say."""
+    up_pid = int((tmp_path / "up.pid").read_text())
+    parts = endpoints(sandbus_up)
+    assert set(parts) == {"devcluster", *SERVICES}, parts
+    pids = [part["pid"] for part in parts.values()]
+    assert len(set(pids)) == len(pids) and up_pid not in pids, parts
+    assert set(pids) <= set(children_of(up_pid)), (pids, children_of(up_pid))
+    banner = (tmp_path / "up.log").read_text()
+    for name, part in parts.items():
+        assert part["metrics"] in banner, (name, banner)
+        status, text = fetch(part["metrics"])
+        assert status == 200 and "agent_sandbox_build_info{" in text, (name, status)
+        assert fetch(part["healthz"]) == (200, "ok\n"), name
+        assert fetch(part["readyz"]) == (200, "ok\n"), name
+    status, text = fetch(parts["claim"]["metrics"])
+    assert "# TYPE agent_sandbox_claim_controller_startup_latency_ms histogram" in text
+
+
+def test_sigterm_stops_every_child_and_leaves_no_process_behind(tmp_path: Path) -> None:
+    with _up(tmp_path) as (process, _):
+        descendants = _descendants(process.pid)
+        assert len(descendants) >= 2 + len(SERVICES), descendants  # nats, cluster, services
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0, (tmp_path / "up.log").read_text()
+    left = [pid for pid in descendants if running(pid)]
+    assert not left, left
+    # The services first (each stops cleanly on SIGTERM), then the cluster.
+    lines = (tmp_path / "up.log").read_text().splitlines()
+    said = [line for line in lines if line.startswith("  ")]  # up's own status lines
+    stopped = [line.split()[0] for line in said if line.endswith(" stopped")]
+    assert sorted(stopped[:-1]) == sorted(SERVICES) and stopped[-1] == "devcluster", lines
+
+
+def test_a_killed_service_is_reported_and_started_again(sandbus_up: Path, tmp_path: Path) -> None:
+    up_pid = int((tmp_path / "up.pid").read_text())
+    killed = endpoints(sandbus_up)["claim"]["pid"]
+    os.kill(killed, signal.SIGKILL)
+    said = f"  claim        killed by SIGKILL (pid {killed}); restarting in"
+    wait_until(said, lambda: said in (tmp_path / "up.log").read_text(), timeout=30)
+
+    def started_again() -> bool:
+        claims = [
+            pid
+            for pid in children_of(up_pid)
+            if b"\0claim\0" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        return bool(claims) and killed not in claims
+
+    wait_until("a new claim process", started_again, timeout=30)
+    claim = endpoints(sandbus_up)["claim"]  # the same port, served again; the new pid
+    wait_until("the new claim process ready", lambda: fetch(claim["readyz"])[0] == 200, timeout=60)
+    pid = endpoints(sandbus_up)["claim"]["pid"]  # read again: written once it was started
+    assert pid != killed and pid in children_of(up_pid)
+
+
+def test_up_stops_with_an_error_when_a_service_runs_out_of_restarts(tmp_path: Path) -> None:
+    with _up(tmp_path, "--max-restarts", "0") as (process, state):
+        descendants = _descendants(process.pid)
+        killed = endpoints(state)["pool"]["pid"]
+        os.kill(killed, signal.SIGKILL)
+        assert process.wait(timeout=60) == 1
+    log = (tmp_path / "up.log").read_text()
+    assert f"  pool         killed by SIGKILL (pid {killed}), after 0 restarts; stopping" in log
+    left = [pid for pid in descendants if running(pid)]
+    assert not left, left

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.support.samples import Json
 
@@ -123,3 +124,11 @@ class Lines:
             err = (await self.process.stderr.read()).decode()
             raise AssertionError(f"kubectl closed its output: {err}")
         return line.decode().rstrip("\n")
+
+
+def kubectl_for(cluster: Any, tmp_path: Path) -> Kubectl:
+    """A real ``kubectl`` for the development ``cluster``, with a home and a kubeconfig under
+    ``tmp_path``."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return Kubectl(cluster.write_kubeconfig(tmp_path / "kubeconfig-kubectl"), tmp_path / "kc", home)

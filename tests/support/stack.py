@@ -302,9 +302,10 @@ async def worker_running(
     js: JetStreamContext,
     bus: BusConfig,
     tmp_path: Path,
+    settings: WorkerSettings | None = None,
 ) -> AsyncIterator[Worker]:
     """A worker writing as ``controller``, with an API client of its own, loaded until the block
-    ends."""
+    ends (``settings``: instead of the tests' own)."""
     name = definition.name
     async with bounded(
         api_client(cluster, tmp_path, name), f"the {name} worker's API client"
@@ -314,24 +315,32 @@ async def worker_running(
             js=js,
             api=KubeApi(client, field_manager=controller),
             bus=bus,
-            settings=WorkerSettings(concurrency=4, max_delay=2.0),
+            settings=settings or WorkerSettings(concurrency=4, max_delay=2.0),
         )
         async with loaded(worker, f"{name} worker"):
             yield worker
 
 
 def pool_worker_running(
-    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
+    cluster: DevCluster,
+    js: JetStreamContext,
+    bus: BusConfig,
+    tmp_path: Path,
+    settings: WorkerSettings | None = None,
 ) -> contextlib.AbstractAsyncContextManager[Worker]:
     """The pool worker (:func:`worker_running`)."""
-    return worker_running(pool_worker(), POOL_CONTROLLER, cluster, js, bus, tmp_path)
+    return worker_running(pool_worker(), POOL_CONTROLLER, cluster, js, bus, tmp_path, settings)
 
 
 def claim_worker_running(
-    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
+    cluster: DevCluster,
+    js: JetStreamContext,
+    bus: BusConfig,
+    tmp_path: Path,
+    settings: WorkerSettings | None = None,
 ) -> contextlib.AbstractAsyncContextManager[Worker]:
     """The claim worker (:func:`worker_running`)."""
-    return worker_running(claim_worker(), CLAIM_CONTROLLER, cluster, js, bus, tmp_path)
+    return worker_running(claim_worker(), CLAIM_CONTROLLER, cluster, js, bus, tmp_path, settings)
 
 
 # -- reading what the stack did ----------------------------------------------------------------

@@ -51,6 +51,7 @@ from typing import Any, Final
 import msgspec
 
 from api.meta import json_type
+from devtools.cluster.storage.jsontree import copy_tree
 
 __all__ = [
     "DUPLICATE",
@@ -160,12 +161,12 @@ class StructuralSchema:
         )
 
     def apply_defaults(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        out = copy.deepcopy(dict(obj))
+        out = copy_tree(dict(obj))
         _default(out, self.schema)
         return out
 
     def prune(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        out = copy.deepcopy(dict(obj))
+        out = copy_tree(dict(obj))
         _prune(out, self.schema, "", [], root=True)
         return out
 
@@ -174,7 +175,7 @@ class StructuralSchema:
         server warns ``unknown field "spec.foo"`` for each, or refuses the request with
         ``fieldValidation=Strict``."""
         dropped: list[str] = []
-        _prune(copy.deepcopy(dict(obj)), self.schema, "", dropped, root=True)
+        _prune(copy_tree(dict(obj)), self.schema, "", dropped, root=True)
         return sorted(dropped)
 
     def validate(self, obj: Mapping[str, Any]) -> list[Cause]:

@@ -387,8 +387,11 @@ class Watch:
             for _, at, _ in self._scheduled:
                 timers.append(at)
             self._wake.clear()
+            # asyncio.timeout, not wait_for: wait_for wraps the wait in a task of its own, and
+            # this runs once per event a watch sends.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, min(timers) - now))
+                async with asyncio.timeout(max(0.0, min(timers) - now)):
+                    await self._wake.wait()
 
     async def _perform(
         self,

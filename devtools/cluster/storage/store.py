@@ -23,8 +23,15 @@ What it keeps and why:
   list-then-watch has no gap.
 
 Writes happen inside ``async with store.writing():``, one writer at a time (the etcd
-linearizability); the context also flushes the writes to the optional persistence backend before
-the next writer starts. Reads need no lock: the store only changes inside a synchronous step.
+linearizability). Reads need no lock: the store only changes inside a synchronous step.
+
+With a persistence backend, a write's context ends once its changes are on file, but the next
+writer does not wait for that: the changes are handed to one flushing task, which writes all
+that has gathered since its last flush in one transaction (a group commit, as databases do).
+Holding the lock through each write's own transaction cost four round trips to SQLite's thread
+per API write, one writer after the other; under a burst of writes one transaction now carries
+many. The file holds only states the API served, in order, and a write is answered only once it
+is on file.
 """
 
 from __future__ import annotations
@@ -211,6 +218,13 @@ class Store:
         self._rv_changed = asyncio.Condition()
         self._pending_puts: dict[tuple[str, str, str], bytes] = {}
         self._pending_deletes: set[tuple[str, str, str]] = set()
+        self._unflushed: dict[tuple[str, str, str], bytes | None] = {}
+        """Changes handed to the flusher and not on file yet: the last state of each key (None:
+        deleted), as of :attr:`_unflushed_rv`."""
+        self._unflushed_rv = 0
+        self._flushed: list[tuple[int, asyncio.Future[None]]] = []
+        """Writers waiting for the flush that covers their resourceVersion."""
+        self._flusher: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -229,6 +243,8 @@ class Store:
         self._compacted = rv
 
     async def close(self) -> None:
+        if self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
         if self._backend is not None:
             await self._backend.close()
 
@@ -344,10 +360,12 @@ class Store:
             try:
                 yield
             finally:
-                await self._flush()
+                on_file = self._hand_to_flusher()
                 if self._rv != before:
                     async with self._rv_changed:
                         self._rv_changed.notify_all()
+        if on_file is not None:
+            await on_file
 
     def create(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Insert a new object, stamping the next RV. The caller has checked it is absent."""
@@ -450,15 +468,47 @@ class Store:
     def _sorted(self, resource: str, namespace: str | None) -> Iterable[tuple[Key, bytes]]:
         return self.snapshot(resource, namespace).after()
 
-    async def _flush(self) -> None:
+    def _hand_to_flusher(self) -> asyncio.Future[None] | None:
+        """This write's changes to the flusher; the future of the flush that covers them (None:
+        nothing to put on file)."""
         if not self._pending_puts and not self._pending_deletes:
-            return
-        puts = [(*key, raw) for key, raw in self._pending_puts.items()]
-        deletes = list(self._pending_deletes)
+            return None
+        for key in self._pending_deletes:
+            self._unflushed[key] = None
+        self._unflushed.update(self._pending_puts)
         self._pending_puts = {}
         self._pending_deletes = set()
-        if self._backend is not None:
-            await self._backend.write(self._rv, puts, deletes)
+        if self._backend is None:
+            self._unflushed.clear()
+            return None
+        self._unflushed_rv = self._rv
+        on_file = asyncio.get_running_loop().create_future()
+        self._flushed.append((self._rv, on_file))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="devcluster-flush")
+        return on_file
+
+    async def _flush(self) -> None:
+        """Write what gathered, in one transaction, until nothing is left; then tell the
+        writers it covers. A failed write fails every writer waiting for it."""
+        assert self._backend is not None
+        while self._unflushed:
+            changes, rv = self._unflushed, self._unflushed_rv
+            self._unflushed = {}
+            waiting = [entry for entry in self._flushed if entry[0] <= rv]
+            self._flushed = [entry for entry in self._flushed if entry[0] > rv]
+            puts = [(*key, raw) for key, raw in changes.items() if raw is not None]
+            deletes = [key for key, raw in changes.items() if raw is None]
+            try:
+                await self._backend.write(rv, puts, deletes)
+            except Exception as error:  # handed to every writer it concerns
+                for _, future in waiting:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            for _, future in waiting:
+                if not future.done():
+                    future.set_result(None)
 
 
 def _key_of(obj: dict[str, Any]) -> Key:

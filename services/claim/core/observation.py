@@ -76,6 +76,8 @@ class ClaimObservation(msgspec.Struct, frozen=True, kw_only=True):
     """Held messages that are no queue entry (acked away, never adopted)."""
     settings: ClaimSettings = ClaimSettings()
     last_error: str | None = None
+    failure_persists: bool = False
+    """The passes have failed in a row for a while (``Observed.failure_persists``)."""
     memo: ClaimMemo | None = None
     reports: Mapping[str, TaskReport] = msgspec.field(default_factory=dict)
     """What its sandbox's task executor said last (a template that takes env as a task)."""
@@ -121,6 +123,7 @@ def observe_claim(
     settings: ClaimSettings,
     messages: tuple[SourceMessage, ...] = (),
     last_error: str | None = None,
+    failure_persists: bool = False,
     memo: ClaimMemo | None = None,
     reports: Mapping[str, TaskReport] | None = None,
 ) -> ClaimObservation:
@@ -168,6 +171,7 @@ def observe_claim(
         unreadable=tuple(unreadable),
         settings=settings,
         last_error=last_error,
+        failure_persists=failure_persists,
         memo=memo,
         reports=dict(reports or {}),
         legacy_policy=_legacy_policy(cache, ns, key.name, uid),

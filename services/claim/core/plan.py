@@ -50,7 +50,7 @@ from api.keys import (
     LEGACY_LABEL_SANDBOX_NAME,
     name_hash,
 )
-from api.objects import Json, compare_resource_versions, labels_of, metadata_of
+from api.objects import Json, compare_resource_versions, condition_of, labels_of, metadata_of
 from api.patching.merge import apply_merge_patch, merge_patch
 from events.envelope import ObjectKey
 from services.claim.core.adoption import adoptable_by, adoption_patch, controlled_by, networked
@@ -75,10 +75,15 @@ from services.claim.core.status import (
     ready_reason,
     status_patch,
 )
+from services.domain.agentsandbox.policy_failure import (
+    CONDITION_NETWORK_POLICY_FAILURE,
+    REASON_NETWORK_POLICY_NOT_APPLIED,
+    network_policy_failure,
+)
 from services.domain.agentsandbox.staleness import is_stale
 from services.domain.agentsandbox.warmpool import template_ref_name
 from services.domain.agentsandbox.warmqueue import WARM_SOURCE, Take, WarmQueue
-from services.runtime.kube_events import event_about
+from services.runtime.kube_events import event_about, warning_when_raised
 from services.runtime.reconcile.actions import (
     Ack,
     Action,
@@ -89,7 +94,7 @@ from services.runtime.reconcile.actions import (
     Refresh,
     Release,
 )
-from services.runtime.reconcile.failures import FailedWrite, failed_write
+from services.runtime.reconcile.failures import FailedWrite, reportable
 from services.runtime.times import parse_time, rfc3339_nano
 
 __all__ = ["CONTROLLER_NAME", "plan_claim"]
@@ -180,15 +185,46 @@ class _Pass:
 
     def refused_write(self) -> FailedWrite | None:
         """The previous pass's write of the claim's own Sandbox or of the claim that the API
-        server refused for a reason retrying cannot fix (a cold Sandbox it will not create):
-        the claim says so, as upstream's ReconcilerError, until a pass writes without it."""
-        failed = failed_write(self.obs.last_error)
-        if failed is None or not failed.refused:
+        server refused for a reason retrying cannot fix (a cold Sandbox it will not create), or
+        that keeps failing for one that passes (a 5xx, once the passes have failed in a row for
+        a while): the claim says so, as upstream's ReconcilerError, until a pass writes without
+        it."""
+        failed = reportable(self.obs.last_error, persists=self.obs.failure_persists)
+        if failed is None:
             return None
         if failed.target == self.key:
             return failed
         cold = ObjectKey("Sandbox", self.key.namespace, self.obs.name)
         return failed if failed.target == cold and self.obs.same_name is None else None
+
+    def policy_failure(self) -> str | None:
+        """Why the template's NetworkPolicy is not written, as the template says (module
+        :mod:`services.domain.agentsandbox.policy_failure`), for the claim's condition."""
+        said = network_policy_failure(self.obs.template)
+        if said is None:
+            return None
+        template = template_ref_name(self.obs.pool) if self.obs.pool is not None else ""
+        return (
+            f'SandboxTemplate "{template}" cannot have its NetworkPolicy: {said}. Its sandboxes '
+            "run without the policy meanwhile; fix the template's spec.networkPolicy (or what "
+            "refuses it)"
+        )
+
+    def policy_warning(self, policy: str | None) -> None:
+        """A Warning Event when ``NetworkPolicyFailure`` appears (after the status write)."""
+        if policy is None or not self.obs.settings.events:
+            return
+        body = warning_when_raised(
+            self.claim,
+            condition_of(self.claim, CONDITION_NETWORK_POLICY_FAILURE),
+            condition=CONDITION_NETWORK_POLICY_FAILURE,
+            reason=REASON_NETWORK_POLICY_NOT_APPLIED,
+            message=policy,
+            now=self.now,
+            controller=CONTROLLER_NAME,
+        )
+        if body is not None:
+            self.after.append(Create(body, why=f"event {REASON_NETWORK_POLICY_NOT_APPLIED}"))
 
     def finish(
         self,
@@ -201,13 +237,16 @@ class _Pass:
     ) -> Plan:
         refused = self.refused_write() if problem is None else None
         if refused is not None:
-            problem = ClaimProblem("ReconcilerError", f"Error seen: {refused.error}")
-        desired = claim_status(self.claim, sandbox, problem, self.now)
+            again = "" if refused.refused else " (it keeps failing; retried with backoff)"
+            problem = ClaimProblem("ReconcilerError", f"Error seen: {refused.error}{again}")
+        policy = self.policy_failure()
+        desired = claim_status(self.claim, sandbox, problem, self.now, policy_failure=policy)
         write = status_patch(self.key, self.claim, desired, why="report the claim's state")
         actions = list(self.actions)
         if write is not None:
             # A refusal is reported before the write that may be refused again stops the pass.
             actions.insert(0 if refused is not None else len(actions), write)
+            self.policy_warning(policy)
         stamp = self.first_observed()
         observed_at = controller_first_observed(self.claim) or (self.now if self.stamped else None)
         # Recorded once the status write above is accepted; the memo of the next pass that sees

@@ -8,6 +8,8 @@ Sandbox's reason. Without a Sandbox, or with an error, Ready is False with one o
 :data:`REASONS`. ``Finished`` is mirrored from the Sandbox and kept once the Sandbox is gone
 (expiry counts from it). ``status.sandbox`` names the Sandbox and its pod IPs; it is cleared
 only when there is no Sandbox and no error, so a transient failure never wipes the binding.
+``NetworkPolicyFailure`` (sandbus's) is there, True, only while the template's NetworkPolicy
+is not written (:mod:`services.domain.agentsandbox.policy_failure`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from typing import Any, Final
 
 from api.objects import Json, condition_of, metadata_of
 from events.envelope import ObjectKey
+from services.domain.agentsandbox.policy_failure import (
+    CONDITION_NETWORK_POLICY_FAILURE,
+    REASON_NETWORK_POLICY_NOT_APPLIED,
+)
 from services.runtime.reconcile.actions import Patch
 
 __all__ = [
@@ -84,8 +90,11 @@ def claim_status(
     sandbox: Mapping[str, Any] | None,
     problem: ClaimProblem | None,
     now: datetime,
+    *,
+    policy_failure: str | None = None,
 ) -> Json:
-    """The status the claim should have, given its Sandbox (None: none) and its problem."""
+    """The status the claim should have, given its Sandbox (None: none), its problem, and why
+    its template's NetworkPolicy is not written (None: nothing is wrong with it)."""
     current = claim.get("status") or {}
     generation = metadata_of(claim).get("generation")
     generation = int(generation) if isinstance(generation, int) else None
@@ -142,10 +151,24 @@ def claim_status(
         finished = condition_of(claim, "Finished")  # kept once the Sandbox is gone
     if finished is not None:
         conditions.append(dict(finished))
+    if policy_failure is not None:
+        before = condition_of(claim, CONDITION_NETWORK_POLICY_FAILURE)
+        conditions.append(
+            _set(
+                before,
+                CONDITION_NETWORK_POLICY_FAILURE,
+                "True",
+                REASON_NETWORK_POLICY_NOT_APPLIED,
+                policy_failure,
+                generation,
+                now,
+            )
+        )
+    ours = ("Ready", "Finished", CONDITION_NETWORK_POLICY_FAILURE)
     others = [
         dict(entry)
         for entry in current.get("conditions") or ()
-        if isinstance(entry, Mapping) and entry.get("type") not in ("Ready", "Finished")
+        if isinstance(entry, Mapping) and entry.get("type") not in ours
     ]
     status: Json = {"conditions": sorted([*conditions, *others], key=lambda c: str(c["type"]))}
     if sandbox is not None:

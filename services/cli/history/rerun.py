@@ -97,6 +97,7 @@ def rerun(decision: DecisionMade, definition: WorkerDefinition, index: VersionIn
     observed = Observed(
         cache=cache,
         last_error=data.inputs.last_error,
+        failure_persists=data.inputs.failure_persists,
         memo=memo,
         expectations=expectations,
         messages=data.inputs.messages,

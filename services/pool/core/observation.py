@@ -15,13 +15,13 @@ from typing import Any
 
 import msgspec
 
-from api.keys import ANNOTATION_POD_NAME, LABEL_WARM_POOL_SANDBOX, name_hash
-from api.objects import Json, metadata_of
+from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
+from api.objects import Json
 from events.envelope import ObjectKey
 from services.runtime.cache import ObjectCache
 from services.runtime.reconcile.expectations import Expectations
 
-__all__ = ["PoolMemo", "PoolObservation", "PoolSettings", "observe_pool", "pod_name_of"]
+__all__ = ["PoolMemo", "PoolObservation", "PoolSettings", "observe_pool"]
 
 
 class PoolSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -65,6 +65,9 @@ class PoolMemo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, re
     a pass that creates is followed by one without an error, or the pool needs no creates."""
     creating: bool = False
     """While ``refused`` is kept: whether the pass that wrote this memo created Sandboxes."""
+    failing: bool = False
+    """``refused`` holds the words of creates that keep failing for a reason that passes (a 5xx,
+    a timeout…), reported once the failures persist, not of a refusal."""
 
 
 class PoolObservation(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,18 +77,12 @@ class PoolObservation(msgspec.Struct, frozen=True, kw_only=True):
     template: Json | None = None
     members: tuple[Json, ...] = ()
     """Sandboxes labelled for this pool, by name."""
-    pods: dict[str, Json] = {}
-    """The members' Pods by name (a member's Pod is named by its pod-name annotation)."""
     expectations: Expectations | None = None
     memo: PoolMemo | None = None
     settings: PoolSettings = PoolSettings()
     last_error: str | None = None
-
-
-def pod_name_of(sandbox: Json) -> str:
-    meta = metadata_of(sandbox)
-    annotations = meta.get("annotations") or {}
-    return str(annotations.get(ANNOTATION_POD_NAME) or meta.get("name") or "")
+    failure_persists: bool = False
+    """The passes have failed in a row for a while (``Observed.failure_persists``)."""
 
 
 def observe_pool(
@@ -96,6 +93,7 @@ def observe_pool(
     expectations: Expectations | None = None,
     memo: PoolMemo | None = None,
     last_error: str | None = None,
+    failure_persists: bool = False,
 ) -> PoolObservation:
     pool = cache.get(key)
     if pool is None:
@@ -106,20 +104,15 @@ def observe_pool(
     members = tuple(
         cache.by_label("Sandbox", key.namespace, LABEL_WARM_POOL_SANDBOX, name_hash(key.name))
     )
-    pods: dict[str, Json] = {}
-    for member in members:
-        pod = cache.get(ObjectKey("Pod", key.namespace, pod_name_of(member)), keep=True)
-        if pod is not None:
-            pods[str(metadata_of(pod).get("name"))] = pod
     return PoolObservation(
         namespace=key.namespace,
         name=key.name,
         pool=pool,
         template=template,
         members=members,
-        pods=pods,
         expectations=expectations,
         memo=memo,
         settings=settings,
         last_error=last_error,
+        failure_persists=failure_persists,
     )

@@ -25,7 +25,12 @@ In upstream's order:
      (below) and looks again after the recheck interval;
    - its Pod waits on ``spec.schedulingGates`` (``PodScheduled=False/SchedulingGated``): left
      alone, whatever its age, as upstream v1.0.7 does; someone else lifts the gate, and the
-     grace starts again when the Pod is scheduled;
+     grace starts again when the Pod is scheduled.
+
+   Upstream reads the member's Pod for both; the pool reads the member's own ``PodScheduled``
+   condition, which the sandbox worker copies from its Pod (status, reason, message), so the
+   pool worker needs no Pod of a Sandbox at all: at six Pod changes a claim, that was most of
+   what it decoded, and every pass of a pool read each member's Pod;
    - it is ``Ready=False/InvalidConfiguration`` (or ``InvalidSpec``, the reason's former name):
      a replacement from the same template would be just as invalid, so it is held, and the
      pool is not progressing; once the template changes (the member is stale, whatever the
@@ -79,10 +84,10 @@ from events.envelope import ObjectKey, key_of
 from services.domain.agentsandbox.blueprint import pool_sandbox
 from services.domain.agentsandbox.staleness import is_stale
 from services.domain.agentsandbox.warmpool import pool_selector
-from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings, pod_name_of
+from services.pool.core.observation import PoolMemo, PoolObservation, PoolSettings
 from services.runtime.kube_events import event_about
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Together
-from services.runtime.reconcile.failures import failed_write
+from services.runtime.reconcile.failures import reportable
 from services.runtime.times import parse_time
 
 __all__ = [
@@ -168,24 +173,22 @@ def _created(obj: Mapping[str, Any]) -> datetime | None:
         return None
 
 
-def _pod_scheduled(pod: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """The Pod's ``PodScheduled`` condition ({}: no Pod, or none yet)."""
-    for entry in ((pod or {}).get("status") or {}).get("conditions") or ():
-        if entry.get("type") == "PodScheduled":
-            return dict(entry)
-    return {}
+def _pod_scheduled(member: Json) -> Mapping[str, Any]:
+    """The member's ``PodScheduled`` condition, its Pod's as the sandbox worker copied it ({}:
+    no Pod, or none yet)."""
+    return condition_of(member, "PodScheduled") or {}
 
 
-def _waiting_to_schedule(pod: Mapping[str, Any] | None, reason: str) -> bool:
-    scheduled = _pod_scheduled(pod)
+def _waiting_to_schedule(member: Json, reason: str) -> bool:
+    scheduled = _pod_scheduled(member)
     return scheduled.get("status") == "False" and scheduled.get("reason") == reason
 
 
-def _grace_from(member: Json, pod: Mapping[str, Any] | None) -> datetime | None:
+def _grace_from(member: Json) -> datetime | None:
     """When a member's readiness grace starts: its creation, or its Pod's scheduling when that
     came later (a Pod that waited on scheduling gates gets its whole grace once let go)."""
     created = _created(member)
-    scheduled = _pod_scheduled(pod)
+    scheduled = _pod_scheduled(member)
     if created is None or scheduled.get("status") != "True":
         return created
     at = parse_time(scheduled.get("lastTransitionTime"))
@@ -293,7 +296,7 @@ def _not_progressing(
     active: list[Json],
     held: list[str],
     invalid: list[str],
-    refused: str | None,
+    memo: PoolMemo,
     settings: PoolSettings,
 ) -> tuple[str, str] | None:
     """Why the pool cannot make progress, as (reason, message) for a person; None: it can."""
@@ -308,11 +311,18 @@ def _not_progressing(
             "set spec.sandboxTemplateRef.name to a template that exists; until then the pool "
             f"creates no sandboxes{kept}",
         )
-    if refused is not None:
+    if memo.refused is not None and memo.failing:
         return (
             "FailedCreate",
-            f"the API server refuses the pool's Sandboxes: {refused}. Fix what refuses them "
-            "(the template, a quota, an admission policy); the pool tries again with backoff",
+            f"the pool's Sandbox creates keep failing: {memo.refused}. The pool tries again "
+            "with backoff; if it lasts, look at the API server",
+        )
+    if memo.refused is not None:
+        return (
+            "FailedCreate",
+            f"the API server refuses the pool's Sandboxes: {memo.refused}. Fix what refuses "
+            "them (the template, a quota, an admission policy); the pool tries again with "
+            "backoff",
         )
     if invalid:
         return (
@@ -334,27 +344,24 @@ def _not_progressing(
 
 
 def _refusal(
-    last_error: str | None, memo: PoolMemo, *, creating: bool, short: bool
-) -> tuple[str | None, PoolMemo]:
-    """The API server's words for the pool's Sandbox creates it refuses (a 4xx answer to the
-    previous pass's create, the member's name left out so that the words stay the same from one
-    retry to the next), and the memo that keeps them: until a pass that creates is followed by
-    one without an error, or the pool is short of nothing."""
-    failed = failed_write(last_error)
-    if (
-        failed is not None
-        and failed.verb == "create"
-        and failed.target.kind == "Sandbox"
-        and failed.refused
-    ):
-        refused: str | None = f"{failed.anonymous()} ({failed.reason}, {failed.code})"
+    last_error: str | None, memo: PoolMemo, *, persists: bool, creating: bool, short: bool
+) -> PoolMemo:
+    """The memo with the API server's words for the pool's Sandbox creates it refuses (a 4xx
+    answer to the previous pass's create), or for creates that keep failing (any other failure,
+    once the passes have failed in a row for a while: ``persists``), the member's name left out
+    so that the words stay the same from one retry to the next; kept until a pass that creates
+    is followed by one without an error, or the pool is short of nothing."""
+    failed = reportable(last_error, persists=persists)
+    if failed is not None and failed.verb == "create" and failed.target.kind == "Sandbox":
+        answer = f" ({failed.reason}, {failed.code})" if failed.code is not None else ""
+        refused: str | None = failed.anonymous() + answer
+        failing = not failed.refused
     else:
-        refused = memo.refused
+        refused, failing = memo.refused, memo.failing
         if refused is not None and (not short or (memo.creating and last_error is None)):
             refused = None
-    if refused == memo.refused and memo.creating == (creating and refused is not None):
-        return refused, memo
-    return refused, replace(memo, refused=refused, creating=creating and refused is not None)
+    kept = refused is not None
+    return replace(memo, refused=refused, creating=creating and kept, failing=failing and kept)
 
 
 def _metav1_time(moment: datetime) -> str:
@@ -451,18 +458,17 @@ def plan_pool(obs: PoolObservation, now: datetime) -> Plan:
             members.terminating += 1
             members.reasons.append("rollout")
             continue
-        pod = obs.pods.get(pod_name_of(member))
-        if _waiting_to_schedule(pod, "SchedulingGated"):
-            continue  # someone else lifts the gate; its change wakes the pool
-        start = _grace_from(member, pod)
+        if _waiting_to_schedule(member, "SchedulingGated"):
+            continue  # someone else lifts the gate; the member's change wakes the pool
+        start = _grace_from(member)
         if start is None:
             continue
         deadline = start + timedelta(seconds=settings.readiness_grace)
         if now < deadline:
             requeue.append((deadline - now).total_seconds() + GRACE_SLACK)
             continue
-        if _waiting_to_schedule(pod, "Unschedulable"):
-            held.append(str(_pod_scheduled(pod).get("message") or ""))
+        if _waiting_to_schedule(member, "Unschedulable"):
+            held.append(str(_pod_scheduled(member).get("message") or ""))
             continue
         members.active.remove(member)
         members.deletes.append(
@@ -529,8 +535,14 @@ def plan_pool(obs: PoolObservation, now: datetime) -> Plan:
         reasons.append("scale-down")
     actions.extend(_batched(deletes))
 
-    refused, memo = _refusal(obs.last_error, memo, creating=bool(creates), short=total < desired)
-    stalled = _not_progressing(obs, pool, desired, members.active, held, invalid, refused, settings)
+    memo = _refusal(
+        obs.last_error,
+        memo,
+        persists=obs.failure_persists,
+        creating=bool(creates),
+        short=total < desired,
+    )
+    stalled = _not_progressing(obs, pool, desired, members.active, held, invalid, memo, settings)
     status = _status_patch(pool, key, members.active, stalled, now)
     events, memo = _progress_events(pool, stalled, memo, now)
     actions[status_at:status_at] = [*([status] if status is not None else []), *events]

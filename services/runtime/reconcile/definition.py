@@ -8,8 +8,9 @@ sources (:mod:`.sources`). A reconciler is two functions and no I/O:
 ``observe(key, observed) -> inputs``
     Everything the planner may look at, read from :class:`Observed` into one msgspec-encodable
     value: the cache, the key's memo and expectations, the messages of further sources held for
-    the key, and the failure of the key's previous pass (a write the API server refused), so a
-    planner can report it, as controller-runtime reconcilers report the error they return.
+    the key, and the failure of the key's previous pass (a write the API server refused) and
+    whether its passes have kept failing for a while, so a planner can report it, as
+    controller-runtime reconcilers report the error they return.
 ``plan(inputs, now) -> Plan``
     Pure: the same inputs and time give the same plan.
 
@@ -50,6 +51,10 @@ class Observed:
     cache: ObjectCache
     last_error: str | None = None
     """The failure of this key's previous pass."""
+    failure_persists: bool = False
+    """This key's passes have failed in a row for at least
+    ``WorkerSettings.report_failures_after``: a failure that passes (a Conflict, throttling, a
+    timeout, a 5xx) but persists is reported as a refusal is (:func:`.failures.reportable`)."""
     memo: Any = None
     """What the previous plan of this key asked to keep (converted to ``memo_type``)."""
     expectations: Expectations | None = None
@@ -144,6 +149,9 @@ class WorkerSettings:
     refused_backoff: float = 10.0
     """Seconds at least between passes that keep failing on a write the API server refuses for
     a reason retrying cannot fix (:func:`.queueing.schedule`)."""
+    report_failures_after: float = 60.0
+    """Seconds a key's passes fail in a row before its planner is told the failure persists
+    (``Observed.failure_persists``; ``SANDBUS_REPORT_FAILURES_AFTER``)."""
     written_ttl: float = 30.0
     """How long a response to our write outranks the bus (see :mod:`services.runtime.cache`)."""
     start_margin: float = 10.0

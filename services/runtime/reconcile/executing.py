@@ -185,7 +185,11 @@ async def _execute(
     for action in plan.actions:
         steps.enter(action.step)
         group = action.actions if isinstance(action, Together) else (action,)
-        done = await asyncio.gather(*(_one(a, executors, context, may_act) for a in group))
+        if len(group) == 1:
+            # Most steps are one action: awaited here, without gather's task around it.
+            done = [await _one(group[0], executors, context, may_act)]
+        else:
+            done = await asyncio.gather(*(_one(a, executors, context, may_act) for a in group))
         outcomes.extend(done)
         failed = next((outcome for outcome in done if outcome.error is not None), None)
         if failed is not None:

@@ -6,7 +6,10 @@ failure as ``Observed.last_error``: one line that a person reads in the decision
 server refused reads ``"<Reason> (<code>): <message>"``, the server's own words. A planner that
 reports a refused write on its object (a condition, a Warning Event) reads the line back with
 :func:`failed_write` instead of a pattern of its own: this module is the one place that writes
-it and reads it. Pure: planners import it.
+it and reads it. A planner reports a refusal at once, and a failure that passes (a Conflict,
+throttling, a timeout, a 5xx) only once it persists (``Observed.failure_persists``: the key's
+passes have failed in a row for a while); :func:`reportable` says which to report. Pure:
+planners import it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Final
 
 from events.envelope import ObjectKey
 
-__all__ = ["FailedWrite", "describe_failure", "failed_write"]
+__all__ = ["FailedWrite", "describe_failure", "failed_write", "reportable"]
 
 
 @dataclass(frozen=True)
@@ -79,3 +82,13 @@ def failed_write(last_error: str | None) -> FailedWrite | None:
         code=int(answer["code"]),
         message=answer["message"],
     )
+
+
+def reportable(last_error: str | None, *, persists: bool) -> FailedWrite | None:
+    """The failed action of ``last_error`` when its object should say so: a refusal at once
+    (``refused``), any other failed action once the key's failures persist (``persists``:
+    ``Observed.failure_persists``); None otherwise."""
+    failed = failed_write(last_error)
+    if failed is None or not (failed.refused or persists):
+        return None
+    return failed

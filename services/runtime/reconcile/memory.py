@@ -12,7 +12,8 @@ A key with nothing to remember is written as ``null`` with a TTL, so that a work
 purge right on the stream and forgotten keys expire.
 
 :class:`KeyMemory` is what a worker remembers per key: those records, and, in this process
-only, the failure of the key's last pass and how many passes in a row wrote something.
+only, the failure of the key's last pass, since when its passes have failed in a row, and how
+many passes in a row wrote something.
 """
 
 from __future__ import annotations
@@ -112,6 +113,9 @@ class MemoStore:
 @dataclass
 class _Passes:
     last_error: str | None = None
+    failing_since: datetime | None = None
+    """The time of the first of the passes that have failed in a row (None: the last one
+    did not fail)."""
     write_passes: int = 0
 
 
@@ -155,11 +159,25 @@ class KeyMemory:
         passes = self._passes.get(key)
         return passes.last_error if passes else None
 
-    def passed(self, key: ObjectKey, *, wrote: bool, error: str | None) -> int:
-        """Note a pass of ``key``; returns how many passes in a row have written."""
+    def failure_persists(self, key: ObjectKey, now: datetime, after: timedelta) -> bool:
+        """Whether the key's passes have failed in a row for at least ``after`` by ``now``."""
+        passes = self._passes.get(key)
+        since = passes.failing_since if passes else None
+        return since is not None and now - since >= after
+
+    def passed(
+        self, key: ObjectKey, *, wrote: bool, error: str | None, now: datetime | None = None
+    ) -> int:
+        """Note a pass of ``key`` that started at ``now``; returns how many passes in a row
+        have written. A failed pass starts a run of failures at ``now``, unless one is running;
+        a pass without an error ends it."""
         passes = self._passes.setdefault(key, _Passes())
         passes.write_passes = passes.write_passes + 1 if wrote else 0
         passes.last_error = error
+        if error is None:
+            passes.failing_since = None
+        elif passes.failing_since is None:
+            passes.failing_since = now
         if passes == _Passes():
             del self._passes[key]
         return passes.write_passes

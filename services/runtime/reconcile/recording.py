@@ -71,6 +71,7 @@ def decision_inputs(given: Observed, reads: Mapping[ObjectKey, Json | None]) -> 
         memo=msgspec.to_builtins(given.memo) if given.memo is not None else None,
         expectations=msgspec.to_builtins(given.expectations) if given.expectations else None,
         last_error=given.last_error,
+        failure_persists=given.failure_persists,
         messages=given.messages,
     )
 

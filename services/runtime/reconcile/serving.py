@@ -30,6 +30,9 @@ in upper case):
                                      heartbeat (default 6; whole seconds, at least 1)
 ``SANDBUS_IDENTITY``                 this replica's name on the Lease or among the shards
                                      (default: host and pid)
+``SANDBUS_REPORT_FAILURES_AFTER``    seconds a key's passes fail in a row before its planner
+                                     reports a failure that passes, such as a 5xx, as it reports
+                                     a refusal (default 60; every worker)
 """
 
 from __future__ import annotations
@@ -98,12 +101,18 @@ def lease_settings(worker: str, env: Mapping[str, str] | None = None) -> LeaseSe
     )
 
 
-def _worker_settings(service: WorkerService) -> WorkerSettings:
+def _worker_settings(
+    service: WorkerService, env: Mapping[str, str] | None = None
+) -> WorkerSettings:
     name = f"SANDBUS_{service.definition.name.upper()}_CONCURRENCY"
-    concurrency = setting(name, int, None, minimum=1)
-    if concurrency is None:
-        return service.settings
-    return dataclasses.replace(service.settings, concurrency=concurrency)
+    concurrency = setting(name, int, None, minimum=1, env=env)
+    report_after = setting("SANDBUS_REPORT_FAILURES_AFTER", float, None, minimum=0, env=env)
+    settings = service.settings
+    if concurrency is not None:
+        settings = dataclasses.replace(settings, concurrency=concurrency)
+    if report_after is not None:
+        settings = dataclasses.replace(settings, report_failures_after=report_after)
+    return settings
 
 
 async def serve_worker(

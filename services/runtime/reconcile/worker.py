@@ -311,6 +311,9 @@ class Worker:
         return Observed(
             cache=self.cache,
             last_error=self._memory.last_error(key),
+            failure_persists=self._memory.failure_persists(
+                key, now, timedelta(seconds=self.settings.report_failures_after)
+            ),
             memo=self._reconcilers[key.kind].memo_of(self._memory.memo(key)),
             expectations=self._memory.expectations(key, self.cache, now, ttl),
             messages=self._held.messages(key),
@@ -365,7 +368,7 @@ class Worker:
                     tracer=self.tracer if span is not None else None,
                 )
             write_passes = self._memory.passed(
-                key, wrote=bool(execution.outcomes), error=execution.error
+                key, wrote=bool(execution.outcomes), error=execution.error, now=now
             )
             failed = failed_write(execution.error)
             requeue_after, note = schedule(

@@ -91,6 +91,8 @@ class TemplateObservation(msgspec.Struct, frozen=True, kw_only=True):
     template: Json | None = None
     network_policy: Json | None = None
     last_error: str | None = None
+    failure_persists: bool = False
+    """The passes have failed in a row for a while (``Observed.failure_persists``)."""
 
 
 def resolve_pod_name(sandbox: Mapping[str, Any]) -> str:
@@ -167,7 +169,11 @@ def network_policy_name(template_name: str) -> str:
 
 
 def observe_template(
-    key: ObjectKey, cache: ObjectCache, last_error: str | None = None
+    key: ObjectKey,
+    cache: ObjectCache,
+    last_error: str | None = None,
+    *,
+    failure_persists: bool = False,
 ) -> TemplateObservation:
     return TemplateObservation(
         namespace=key.namespace,
@@ -177,4 +183,5 @@ def observe_template(
             ObjectKey("NetworkPolicy", key.namespace, network_policy_name(key.name))
         ),
         last_error=last_error,
+        failure_persists=failure_persists,
     )

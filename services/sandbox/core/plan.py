@@ -78,7 +78,7 @@ import msgspec
 
 from api.agents import Sandbox, SandboxStatus
 from api.keys import ANNOTATION_POD_NAME, ANNOTATION_TRACE_CONTEXT, name_hash
-from api.objects import Json
+from api.objects import Json, condition_of
 from events.envelope import ObjectKey
 from services.runtime.reconcile.actions import Action, Create, Patch, Plan, Step
 from services.sandbox.core.headless import ServicePlan, plan_service
@@ -278,7 +278,7 @@ def _plan_children(
         # again.)
         errors = [*found, observation.last_error] if writes and observation.last_error else found
         report, ready = _report(sandbox, observation, key, now, pod.finding, service, errors)
-        status_held = _held_status(report.status, ready, sandbox, observation, now)
+        status_held = _held_status(report.status, ready, sandbox, observation, now, pod.finding)
         written = report.others if status_held is not None else report.actions
         announced = _announce_pod_created(writes, sandbox, observation, now)
         plan = Plan(
@@ -353,20 +353,25 @@ def _held_status(
     sandbox: Sandbox,
     observation: SandboxObservation,
     now: datetime,
+    finding: PodFinding,
 ) -> tuple[datetime, float] | None:
     """Whether the status window holds this pass's status write back: since when, and for how
     many seconds more (None: write it now, or there is none).
 
     Only a status that reports the Pod on its way is held: Ready stays False for
     ``DependenciesNotReady`` and was not True before. Becoming Ready, losing readiness, an
-    error, a suspension or an ending is written at once."""
+    error, a suspension or an ending is written at once; so is a Pod that is not on its way,
+    because it cannot be scheduled or waits on its scheduling gates (``PodScheduled=False``): a
+    person wants to see that, and a warm pool's hold on its stuck members reads it."""
     if not report or not isinstance(report[0], Patch) or report[0].subresource != "status":
         return None
     current = condition(sandbox, CONDITION_READY)
+    scheduled = condition_of(finding.pod, CONDITION_POD_SCHEDULED) if finding.pod else None
     if (
         ready.reason != REASON_DEPENDENCIES_NOT_READY
         or (current is not None and current.status == "True")
         or observation.last_error is not None
+        or (scheduled is not None and scheduled.get("status") == "False")
     ):
         return None
     return _hold(observation.status_held_since, observation.status_window, now)

@@ -129,13 +129,16 @@ write: resourceVersion, managedFields)."""
 
 
 def _on_its_way(pod: Mapping[str, Any]) -> bool:
-    """A live Pod that has neither become Ready nor ended."""
+    """A live Pod that has neither become Ready nor ended, and that the scheduler has not
+    turned down nor gates hold (``PodScheduled=False``: it is stuck, not on its way)."""
     metadata = pod.get("metadata") or {}
     ready = condition_of(pod, "Ready")
+    scheduled = condition_of(pod, "PodScheduled")
     return (
         not metadata.get("deletionTimestamp")
         and _phase(pod) in ("", "Pending", "Running")
         and (ready is None or ready.get("status") != "True")
+        and (scheduled is None or scheduled.get("status") != "False")
     )
 
 

@@ -20,6 +20,14 @@
    spec differs semantically (after the defaults the API server applies), conditional on the
    resourceVersion it was read at: a 409 Conflict (someone wrote it meanwhile) reads it again
    and plans anew. A missing one is created, controlled by the template.
+6. sandbus's (issue #32): while the policy cannot be written, the template says why in the
+   annotation ``sandbus.io/network-policy-failure``
+   (:mod:`services.domain.agentsandbox.policy_failure`), written before the write is tried
+   again: the API server's words for a create or update of the policy that it refused in the
+   previous pass, or that keeps failing (``failure_persists``), or the error of step 5. It is
+   removed by the pass whose write of the policy goes through (right after it: the echo of our
+   own write wakes nobody), or that finds the policy as desired (or Unmanaged). The claims of
+   its pools report it.
 """
 
 from __future__ import annotations
@@ -35,7 +43,12 @@ from api.agents import EXTENSIONS_GROUP, VERSION, SandboxTemplate
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, name_hash
 from api.objects import Json, controller_reference, is_deleting, labels_of, uid_of
 from events.envelope import ObjectKey
+from services.domain.agentsandbox.policy_failure import (
+    ANNOTATION_NETWORK_POLICY_FAILURE,
+    network_policy_failure,
+)
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Replace
+from services.runtime.reconcile.failures import reportable
 from services.sandbox.core.objects import Ownership, ownership
 from services.sandbox.core.observation import TemplateObservation, network_policy_name
 
@@ -164,6 +177,7 @@ def plan_template(observation: TemplateObservation, now: datetime) -> Plan:
     owner = ownership(policy, uid) if policy is not None else None
 
     if template.spec.network_policy_management == "Unmanaged":
+        _say(observation, key, actions, None)
         if policy is not None and owner is Ownership.OWNED and not is_deleting(policy):
             actions.append(
                 Delete(policy_key, uid=uid_of(policy), why="networkPolicyManagement is Unmanaged")
@@ -175,6 +189,7 @@ def plan_template(observation: TemplateObservation, now: datetime) -> Plan:
             else "Unmanaged: no NetworkPolicy to manage"
         )
         return Plan(tuple(actions), reason=reason)
+    failed = _failed_write(observation, policy_key)
 
     desired = desired_network_policy_spec(template)
     if policy is None:
@@ -192,20 +207,76 @@ def plan_template(observation: TemplateObservation, now: datetime) -> Plan:
             },
             "spec": desired,
         }
+        _say(observation, key, actions, failed, writes=True)
         actions.append(Create(body, why="create the template's NetworkPolicy"))
+        _unsay(observation, key, actions, failed)
         return Plan(tuple(actions), reason="Managed: creating the shared NetworkPolicy")
     if owner is not Ownership.OWNED:
+        foreign = (
+            f'NetworkPolicy "{policy_name}" already exists and is not controlled by '
+            f'SandboxTemplate "{name}"; delete or rename it to let the template manage it'
+        )
+        _say(observation, key, actions, foreign, writes=True)
         return Plan(
             tuple(actions),
             reason="Managed, but the NetworkPolicy of that name belongs to someone else",
-            error=(
-                f'NetworkPolicy "{policy_name}" already exists and is not controlled by '
-                f'SandboxTemplate "{name}"; delete or rename it to let the template manage it'
-            ),
+            error=foreign,
         )
     if same_spec(policy.get("spec"), desired):
+        _say(observation, key, actions, None)
         return Plan(tuple(actions), reason="Managed: the NetworkPolicy is as desired")
+    _say(observation, key, actions, failed, writes=True)
     updated = copy.deepcopy(policy)
     updated["spec"] = desired
     actions.append(Replace(updated, why="the template's rules changed", on_conflict="refresh"))
+    _unsay(observation, key, actions, failed)
     return Plan(tuple(actions), reason="Managed: updating the drifted NetworkPolicy")
+
+
+def _failed_write(observation: TemplateObservation, policy: ObjectKey) -> str | None:
+    """The API server's words for the previous pass's write of the template's NetworkPolicy, if
+    it refused it, or if it keeps failing (None: neither)."""
+    failed = reportable(observation.last_error, persists=observation.failure_persists)
+    if failed is None or failed.target != policy or failed.verb not in ("create", "update"):
+        return None
+    answer = f" ({failed.reason}, {failed.code})" if failed.code is not None else ""
+    if failed.refused:
+        return f"the API server refuses NetworkPolicy {policy.name}{answer}: {failed.anonymous()}"
+    return f"writing NetworkPolicy {policy.name} keeps failing{answer}: {failed.anonymous()}"
+
+
+def _say(
+    observation: TemplateObservation,
+    key: ObjectKey,
+    actions: list[Action],
+    failure: str | None,
+    *,
+    writes: bool = False,
+) -> None:
+    """Put the template's ``network-policy-failure`` annotation right before the pass writes
+    the policy (module doc, step 6): ``failure`` when there is one; without one, removed when
+    the pass has no write of the policy to make (it is as desired, or not ours to manage), kept
+    while one is under way (:func:`_unsay` removes it once that goes through)."""
+    current = network_policy_failure(observation.template)
+    wanted = failure if failure is not None else (current if writes else None)
+    if wanted != current:
+        actions.append(_annotate(key, wanted))
+
+
+def _unsay(
+    observation: TemplateObservation, key: ObjectKey, actions: list[Action], failure: str | None
+) -> None:
+    """After the policy's write: the annotation goes, if it is there (the runtime stops the pass
+    at a write that fails, and this one is not made)."""
+    if failure is not None or network_policy_failure(observation.template) is not None:
+        actions.append(_annotate(key, None))
+
+
+def _annotate(key: ObjectKey, failure: str | None) -> Patch:
+    return Patch(
+        key,
+        {"metadata": {"annotations": {ANNOTATION_NETWORK_POLICY_FAILURE: failure}}},
+        why=f"say why its NetworkPolicy is not written: {failure}"
+        if failure is not None
+        else "its NetworkPolicy is written",
+    )

@@ -15,7 +15,11 @@ changed. One pass does, in order:
    (:mod:`.source`), Failed ``SourcePodNotFound``; no containers, Failed ``NoContainers``; a
    Job of that name that no snapshot controls, Failed ``CommitJobNameTaken``.
    Otherwise create the commit Job and report Committing, with the source Pod and node, the
-   image each container is committed to, and ``status.format: rootfs-v1``.
+   image each container is committed to, and ``status.format: rootfs-v1``. A create of the
+   commit Job that the API server refused in the previous pass (or that keeps failing:
+   ``failure_persists``) is said first: phase Pending with the condition ``CommitJobFailure``
+   (reason ``FailedCreateJob``, the server's words), and a Warning Event ``FailedCreateJob``
+   when it appears (upstream's Event); then the create is tried again. Committing removes it.
 4. Committing: the Job succeeded, Succeed with each container's digest from the commit Pod's
    termination message and the condition Ready ``SnapshotReady``; the Job failed for good, the
    best-effort unpause Job, then Failed ``CommitJobFailed`` with the Job's message; a Job that
@@ -26,7 +30,8 @@ Where this differs from upstream, on purpose:
 - Pending is not written as a step of its own: the pass that decides what to commit creates
   the Job and reports Committing with the whole decision in one status write (upstream writes
   Pending, then the source and images, then Committing). A snapshot that stays Pending is one
-  whose pass failed, and its decision says why.
+  whose pass failed: its decision says why, and its ``CommitJobFailure`` condition too when
+  the API server refuses the Job (upstream only emits the Event ``FailedCreateJob``).
 - A commit Job that exists already (the worker stopped between its create and the status
   write, or the status write failed) is taken up, and the source Pod and images are read back
   from its arguments rather than chosen again: a restart never starts a second commit.
@@ -48,8 +53,9 @@ from api.objects import Json, controller_of, metadata_of
 from api.opensandbox import FINALIZER_SNAPSHOT_CLEANUP
 from events.envelope import ObjectKey
 from services.runtime.cache import ObjectCache
-from services.runtime.kube_events import event_about
+from services.runtime.kube_events import event_about, warning_when_raised
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan
+from services.runtime.reconcile.failures import reportable
 from services.runtime.times import parse_time, rfc3339_nano
 from services.snapshot.core.formats import COMMITTED_FORMAT, format_refusal
 from services.snapshot.core.images import container_names, image_tag, image_uri
@@ -80,6 +86,10 @@ COMMITTING_RECHECK: Final = 30.0
 TAKEN_RECHECK: Final = 5.0
 """Seconds between looks while a Job of another snapshot of that name holds our Job's name."""
 TERMINAL: Final = frozenset({"Succeed", "Failed"})
+JOB_FAILURE: Final = "CommitJobFailure"
+"""The condition of a snapshot whose commit Job the API server refuses (sandbus's)."""
+JOB_FAILURE_REASON: Final = "FailedCreateJob"
+"""Its reason and its Warning Event's: upstream's Event for a commit Job create that failed."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,10 @@ class SnapshotObservation(msgspec.Struct, frozen=True, kw_only=True):
     job_pods: tuple[Json, ...] = ()
     """The Pods the commit Job controls."""
     settings: SnapshotSettings = SnapshotSettings()
+    last_error: str | None = None
+    """The failure of the previous pass (``Observed.last_error``)."""
+    failure_persists: bool = False
+    """The passes have failed in a row for a while (``Observed.failure_persists``)."""
 
 
 def _sandbox_name(snapshot: Mapping[str, Any]) -> str:
@@ -114,7 +128,12 @@ def _sandbox_name(snapshot: Mapping[str, Any]) -> str:
 
 
 def observe_snapshot(
-    key: ObjectKey, cache: ObjectCache, settings: SnapshotSettings
+    key: ObjectKey,
+    cache: ObjectCache,
+    settings: SnapshotSettings,
+    *,
+    last_error: str | None = None,
+    failure_persists: bool = False,
 ) -> SnapshotObservation:
     snapshot = cache.get(key)
     if snapshot is None:
@@ -148,6 +167,8 @@ def observe_snapshot(
         unpause_job=cache.get(ObjectKey("Job", key.namespace, unpause_job_name(key.name))),
         job_pods=job_pods,
         settings=settings,
+        last_error=last_error,
+        failure_persists=failure_persists,
     )
 
 
@@ -319,6 +340,7 @@ def _pending(run: _Pass) -> Plan:
     tag = image_tag(run.snapshot, sandbox)
     images = [(c, image_uri(settings.registry, sandbox_name, c, tag)) for c in containers]
     job = commit_job(run.snapshot, pod_name, node, images, settings.committer)
+    _job_refused(run)
     run.actions.append(Create(job, why=f"commit {', '.join(containers)} of Pod {pod_name}"))
     if settings.events:
         note = f"Created commit Job {commit_job_name(obs.name)} for Pod {pod_name} on {node}"
@@ -337,6 +359,57 @@ def _pending(run: _Pass) -> Plan:
             )
         )
     return _report_committing(run, pod_name, node, images)
+
+
+def _job_refused(run: _Pass) -> None:
+    """The commit Job's create that the API server refused in the previous pass, or that keeps
+    failing, said before the create is tried again (module doc): ``CommitJobFailure`` with the
+    server's words, and a Warning Event when it appears."""
+    failed = reportable(run.obs.last_error, persists=run.obs.failure_persists)
+    job = commit_job_name(run.obs.name)
+    if failed is None or failed.verb != "create":
+        return
+    if failed.target != ObjectKey("Job", run.obs.namespace, job):
+        return
+    answer = f" ({failed.reason}, {failed.code})" if failed.code is not None else ""
+    if failed.refused:
+        message = (
+            f"the API server refuses the commit Job {job}{answer}: {failed.anonymous()}. Fix "
+            "what refuses it (a quota, an admission policy, the committer's settings); it is "
+            "created again with backoff"
+        )
+    else:
+        message = (
+            f"creating the commit Job {job} keeps failing{answer}: {failed.anonymous()}; it "
+            "is created again with backoff"
+        )
+    status = run.snapshot.get("status") or {}
+    before = next((c for c in status.get("conditions") or () if c.get("type") == JOB_FAILURE), None)
+    if before is not None and before.get("message") == message and status.get("phase"):
+        return
+    run.status(
+        {
+            "phase": "Pending",
+            "conditions": [
+                before
+                if before is not None and before.get("message") == message
+                else run.condition(JOB_FAILURE, JOB_FAILURE_REASON, message)
+            ],
+        },
+        why=f"{JOB_FAILURE}: {message}",
+    )
+    warning = warning_when_raised(
+        run.snapshot,
+        before,
+        condition=JOB_FAILURE,
+        reason=JOB_FAILURE_REASON,
+        message=message,
+        now=run.now,
+        controller=CONTROLLER_NAME,
+        action="Committing",
+    )
+    if warning is not None:
+        run.actions.append(Create(warning, why="tell the user"))
 
 
 def _report_committing(run: _Pass, pod: str, node: str, images: Sequence[tuple[str, str]]) -> Plan:

@@ -18,7 +18,8 @@ from pathlib import Path
 from api.opensandbox import ANNOTATION_ALLOC_STATUS
 from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi
-from tests.support.kubectl import Kubectl
+from tests.support.events import events_about
+from tests.support.kubectl import kubectl_for
 from tests.support.samples import NS, Json
 from tests.support.stack import (
     api_client,
@@ -99,13 +100,8 @@ async def test_a_sandbox_of_a_missing_pool_says_so_until_the_pool_is_created(
             )
 
         async def warned() -> dict[str, Json]:
-            return {
-                event["regarding"]["name"]: event
-                for event in await kube.list("Event", NS)
-                if event.get("type") == "Warning"
-                and event.get("reason") == "PoolNotFound"
-                and (event.get("regarding") or {}).get("kind") == "BatchSandbox"
-            }
+            found = await events_about(kube, "BatchSandbox", reason="PoolNotFound", type="Warning")
+            return {event["regarding"]["name"]: event for event in found}
 
         async def each_warned() -> dict[str, Json] | None:
             found = await warned()
@@ -114,9 +110,7 @@ async def test_a_sandbox_of_a_missing_pool_says_so_until_the_pool_is_created(
         events = await until(each_warned, within=WITHIN)
         assert f"Pool {POOL} does not exist" in events["orphan"]["note"]
 
-        home = tmp_path / "home"
-        home.mkdir()
-        kubectl = Kubectl(cluster.write_kubeconfig(tmp_path / "kubeconfig-kubectl"), tmp_path, home)
+        kubectl = kubectl_for(cluster, tmp_path)
         described = await kubectl.ok("describe", "batchsandbox", "orphan", "-n", NS)
         print(f"\n$ kubectl describe batchsandbox orphan\n{described}")
         assert "PoolAllocationPending" in described and "PoolNotFound" in described
@@ -134,3 +128,67 @@ async def test_a_sandbox_of_a_missing_pool_says_so_until_the_pool_is_created(
             sandbox = await until(served, within=WITHIN)
             assert (sandbox.get("status") or {}).get("phase") in ("Pending", "Succeed")
         assert set(await warned()) == set(names), "one Warning each, for the one transition"
+
+
+def invalid(sandbox: Json | None) -> Json | None:
+    for each in ((sandbox or {}).get("status") or {}).get("conditions") or ():
+        if each.get("type") == "InvalidSpec" and each.get("status") == "True":
+            return dict(each)
+    return None
+
+
+async def test_a_sandbox_without_template_or_pool_says_so_until_it_gets_a_template(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """Neither ``template`` nor ``poolRef`` (issue #32): upstream sends Pods without containers,
+    pass after pass; here ``InvalidSpec``/``NoTemplate`` and one Warning Event, until the
+    sandbox gets a template; then its Pods are made and the condition goes."""
+    async with (
+        cluster_and_watcher(nats_url, tmp_path) as (cluster, _, js, bus),
+        bounded(api_client(cluster, tmp_path, "test"), "the test's API client") as client,
+        claim_worker_running(cluster, js, bus, tmp_path),
+    ):
+        kube = KubeApi(client, field_manager="e2e-test")
+        name = "nothing-to-run"
+        key = ObjectKey("BatchSandbox", NS, name)
+        body = sandbox_body(name)
+        del body["spec"]["poolRef"]
+        await kube.create(body)
+
+        async def refused() -> Json | None:
+            return invalid(await kube.get(key))
+
+        found = await until(refused, within=WITHIN)
+        assert found["reason"] == "NoTemplate"
+        assert found["message"] == (
+            "neither spec.template nor spec.poolRef is set: there is nothing to make its 2 "
+            "Pod(s) from; set spec.template, or spec.poolRef to take them from a Pool"
+        )
+
+        async def warned() -> list[Json]:
+            return await events_about(
+                kube, "BatchSandbox", name, reason="NoTemplate", type="Warning"
+            )
+
+        (event,) = await until(warned, within=WITHIN)
+        assert event["note"] == f"InvalidSpec: {found['message']}"
+
+        kubectl = kubectl_for(cluster, tmp_path)
+        described = await kubectl.ok("describe", "batchsandbox", name, "-n", NS)
+        print(f"\n$ kubectl describe batchsandbox {name}\n{described}")
+        assert "InvalidSpec" in described and "NoTemplate" in described
+
+        # It gets a template: its Pods are made, the condition goes.
+        await kube.patch(key, {"spec": {"template": TEMPLATE}})
+
+        async def served() -> Json | None:
+            sandbox = await kube.get(key)
+            pods = [
+                p
+                for p in await kube.list("Pod", NS)
+                if any(o.get("name") == name for o in p["metadata"].get("ownerReferences") or ())
+            ]
+            return sandbox if len(pods) == 2 and invalid(sandbox) is None else None
+
+        await until(served, within=WITHIN)
+        assert len(await warned()) == 1, "one Warning for the one appearance"

@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 from api.patching.errors import ApplyConflict, PatchError
 from api.patching.strategic import strategic_merge_patch
 from devtools.cluster.apirules.patching.apply import server_side_apply
-from devtools.cluster.apirules.patching.fields import field_paths, fields_v1, parse_fields_v1
+from devtools.cluster.apirules.patching.fields import (
+    changed_fields,
+    field_paths,
+    fields_v1,
+    leaf_values,
+    parse_fields_v1,
+)
 from devtools.cluster.apirules.patching.json_patches import json_patch, merge_patch
 from devtools.cluster.apirules.patching.managed import record_update
 
@@ -682,3 +688,58 @@ def test_apply_to_a_subresource_is_recorded_with_it() -> None:
     assert entry["subresource"] == "status"
     assert entry["fieldsV1"] == {"f:status": {"f:readyReplicas": {}}}
     assert result["status"] == {"readyReplicas": 1}
+
+
+# ----------------------------------------------------------------------------- changed fields
+
+# Objects with the lists the field paths walk by key (containers by name, conditions by type),
+# as sets (finalizers), and atomically (anything else), so every branch of the walk is drawn.
+_containers = st.lists(
+    st.fixed_dictionaries(
+        {"name": st.sampled_from(["a", "b", "c"])}, optional={"image": _scalars, "x": json_values}
+    ),
+    max_size=3,
+    unique_by=lambda container: container["name"],
+)
+_conditions = st.lists(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["Ready", "PodScheduled"])}, optional={"status": _scalars}
+    ),
+    max_size=2,
+    unique_by=lambda condition: condition["type"],
+)
+kube_objects = st.fixed_dictionaries(
+    {"apiVersion": st.just("v1"), "kind": st.just("Pod")},
+    optional={
+        "metadata": st.fixed_dictionaries(
+            {"name": st.just("p")},
+            optional={
+                "labels": st.dictionaries(_keys, st.one_of(_scalars, st.none()), max_size=3),
+                "finalizers": st.lists(st.sampled_from(["f1", "f2"]), unique=True),
+                "resourceVersion": st.sampled_from(["1", "2"]),
+            },
+        ),
+        "spec": st.fixed_dictionaries(
+            {}, optional={"containers": _containers, "nodeName": _scalars, "x": json_values}
+        ),
+        "status": st.fixed_dictionaries(
+            {}, optional={"conditions": _conditions, "phase": _scalars}
+        ),
+        "x": json_values,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.none(), kube_objects), kube_objects)
+def test_changed_fields_are_what_comparing_every_leaf_finds(
+    old: dict[str, Any] | None, new: dict[str, Any]
+) -> None:
+    """The walk that skips equal parts finds exactly the fields that comparing the two objects'
+    every leaf finds: what a write added or changed, and what it removed."""
+    before = leaf_values(old) if old else {}
+    after = leaf_values(new)
+    assert changed_fields(old, new) == (
+        {path for path, value in after.items() if path not in before or before[path] != value},
+        before.keys() - after.keys(),
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -69,3 +71,59 @@ async def test_in_memory_by_default(tmp_path: Path, crd_dir: Path) -> None:
     ) as cluster:
         assert cluster.store.get("widgets.example.com", "default", "w1") is None
     assert list(tmp_path.glob("**/*.sqlite")) == []
+
+
+async def test_concurrent_writes_share_transactions_and_all_reach_the_file(
+    tmp_path: Path, crd_dir: Path
+) -> None:
+    """Writes that arrive together are put on file together (a group commit): fewer
+    transactions than writes, each write answered once it is on file, and every one of them
+    there after a restart, the deleted ones gone."""
+    data = tmp_path / "data"
+    async with make(data, crd_dir) as first, aiohttp.ClientSession(base_url=first.url) as http:
+        backend = first.store._backend
+        assert backend is not None
+        transactions = 0
+        write = backend.write
+
+        async def counted(*args: Any) -> None:
+            nonlocal transactions
+            transactions += 1
+            await write(*args)
+
+        backend.write = counted  # type: ignore[method-assign]
+
+        async def create(name: str) -> int:
+            async with http.post(WIDGETS, json=widget(name)) as response:
+                return response.status
+
+        statuses = await asyncio.gather(*(create(f"w{i}") for i in range(40)))
+        assert statuses == [201] * 40
+        async with http.delete(f"{WIDGETS}/w0") as response:
+            assert response.status == 200
+        assert 0 < transactions < 40
+        last_rv = first.store.resource_version
+    async with make(data, crd_dir) as second, aiohttp.ClientSession(base_url=second.url) as http:
+        assert second.store.resource_version == last_rv
+        async with http.get(WIDGETS) as response:
+            names = {item["metadata"]["name"] for item in (await response.json())["items"]}
+        assert names == {f"w{i}" for i in range(1, 40)}
+
+
+async def test_a_write_the_file_refuses_is_an_error_to_its_writer(
+    tmp_path: Path, crd_dir: Path
+) -> None:
+    async with make(tmp_path / "data", crd_dir) as cluster:
+        backend = cluster.store._backend
+        assert backend is not None
+
+        async def full(*args: Any) -> None:
+            raise OSError(28, "No space left on device")
+
+        backend.write = full  # type: ignore[method-assign]
+        async with (
+            aiohttp.ClientSession(base_url=cluster.url) as http,
+            http.post(WIDGETS, json=widget("w1")) as response,
+        ):
+            assert response.status == 500
+            assert "No space left on device" in await response.text()

@@ -16,60 +16,22 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
 
 from api.crd import crd_for
 from api.opensandbox import LABEL_POOL_NAME, Pool
 from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi, KubeError
-from tests.support.kubectl import Kubectl
+from tests.component.pool.harness import (
+    open_pool_body,
+    open_pool_warnings,
+    true_condition,
+)
+from tests.support.kubectl import kubectl_for
 from tests.support.samples import NS, Json
 from tests.support.stack import api_client, bounded, cluster_and_watcher, pool_worker_running
 from tests.support.waiting import until
 
-API_VERSION = "sandbox.opensandbox.io/v1alpha1"
 WITHIN = 20.0
-
-
-def pool_body(name: str, container: Json, capacity: tuple[int, int, int, int]) -> Json:
-    buffer_min, buffer_max, pool_min, pool_max = capacity
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Pool",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "template": {"spec": {"containers": [container]}},
-            "capacitySpec": {
-                "bufferMin": buffer_min,
-                "bufferMax": buffer_max,
-                "poolMin": pool_min,
-                "poolMax": pool_max,
-            },
-        },
-    }
-
-
-def condition(obj: Json | None, kind: str) -> Json | None:
-    for each in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if each.get("type") == kind and each.get("status") == "True":
-            return dict(each)
-    return None
-
-
-async def warnings_about(kube: KubeApi, name: str) -> list[Json]:
-    return [
-        event
-        for event in await kube.list("Event", NS)
-        if (event.get("regarding") or {}).get("name") == name
-        and (event.get("regarding") or {}).get("kind") == "Pool"
-        and event.get("type") == "Warning"
-    ]
-
-
-def kubectl_for(cluster: Any, tmp_path: Path) -> Kubectl:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    return Kubectl(cluster.write_kubeconfig(tmp_path / "kubeconfig-kubectl"), tmp_path / "kc", home)
 
 
 async def test_a_pool_whose_pods_the_api_refuses_says_why_until_its_template_is_fixed(
@@ -82,10 +44,10 @@ async def test_a_pool_whose_pods_the_api_refuses_says_why_until_its_template_is_
     ):
         kube = KubeApi(client, field_manager="e2e-test")
         name = "no-image"
-        await kube.create(pool_body(name, {"name": "main"}, (1, 2, 0, 3)))
+        await kube.create(open_pool_body(name, {"name": "main"}, (1, 2, 0, 3)))
 
         async def refused() -> Json | None:
-            return condition(await kube.get(ObjectKey("Pool", NS, name)), "ReplicaFailure")
+            return true_condition(await kube.get(ObjectKey("Pool", NS, name)), "ReplicaFailure")
 
         found = await until(refused, within=WITHIN)
         assert found["reason"] == "FailedCreate"
@@ -93,7 +55,9 @@ async def test_a_pool_whose_pods_the_api_refuses_says_why_until_its_template_is_
         assert "(Invalid, 422)" in found["message"]
 
         async def warned() -> list[Json]:
-            return [e for e in await warnings_about(kube, name) if e["reason"] == "FailedCreate"]
+            return [
+                e for e in await open_pool_warnings(kube, name) if e["reason"] == "FailedCreate"
+            ]
 
         (event,) = await until(warned, within=WITHIN)
         assert "spec.containers[0].image: Required value" in event["note"]
@@ -120,7 +84,7 @@ async def test_a_pool_whose_pods_the_api_refuses_says_why_until_its_template_is_
                 for p in await kube.list("Pod", NS)
                 if (p["metadata"].get("labels") or {}).get(LABEL_POOL_NAME) == name
             ]
-            ok = pods and condition(pool, "ReplicaFailure") is None
+            ok = pods and true_condition(pool, "ReplicaFailure") is None
             return pool if ok else None
 
         pool = await until(served, within=WITHIN)
@@ -147,7 +111,7 @@ async def test_inverted_capacity_is_refused_by_the_crd_and_by_the_pool_worker(
     ):
         kube = KubeApi(client, field_manager="e2e-test")
         name = "inverted"
-        body = pool_body(name, {"name": "main", "image": "python:3.12"}, (5, 2, 4, 1))
+        body = open_pool_body(name, {"name": "main", "image": "python:3.12"}, (5, 2, 4, 1))
 
         # 1. The CRD refuses it, in a person's words.
         try:
@@ -166,7 +130,7 @@ async def test_inverted_capacity_is_refused_by_the_crd_and_by_the_pool_worker(
         await cluster.install_crd_documents([crd])
 
         async def refused() -> Json | None:
-            return condition(await kube.get(ObjectKey("Pool", NS, name)), "InvalidSpec")
+            return true_condition(await kube.get(ObjectKey("Pool", NS, name)), "InvalidSpec")
 
         found = await until(refused, within=WITHIN)
         assert found["reason"] == "InvertedCapacity"
@@ -177,7 +141,7 @@ async def test_inverted_capacity_is_refused_by_the_crd_and_by_the_pool_worker(
         )
 
         async def warned() -> list[Json]:
-            events = await warnings_about(kube, name)
+            events = await open_pool_warnings(kube, name)
             return [e for e in events if e["reason"] == "InvertedCapacity"]
 
         (event,) = await until(warned, within=WITHIN)

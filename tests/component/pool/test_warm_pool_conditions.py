@@ -16,12 +16,17 @@ client, and a real ``kubectl describe``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from api.keys import LABEL_WARM_POOL_SANDBOX, name_hash
 from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi
-from tests.support.kubectl import Kubectl
+from tests.component.pool.harness import (
+    progressing,
+    template_body,
+    warm_pool_body,
+    warm_pool_events,
+)
+from tests.support.kubectl import kubectl_for
 from tests.support.samples import NS, Json
 from tests.support.stack import (
     api_client,
@@ -33,42 +38,6 @@ from tests.support.stack import (
 from tests.support.waiting import until
 
 WITHIN = 20.0
-TEMPLATE_VERSION = "extensions.agents.x-k8s.io/v1beta1"
-
-
-def template_body(name: str, container: Json) -> Json:
-    return {
-        "apiVersion": TEMPLATE_VERSION,
-        "kind": "SandboxTemplate",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"podTemplate": {"spec": {"containers": [container]}}},
-    }
-
-
-def pool_body(name: str, template: str, replicas: int) -> Json:
-    return {
-        "apiVersion": TEMPLATE_VERSION,
-        "kind": "SandboxWarmPool",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": template}},
-    }
-
-
-def progressing(pool: Json | None) -> Json | None:
-    for each in ((pool or {}).get("status") or {}).get("conditions") or ():
-        if each.get("type") == "Progressing":
-            return dict(each)
-    return None
-
-
-async def events_about(kube: KubeApi, name: str, reason: str) -> list[Json]:
-    return [
-        event
-        for event in await kube.list("Event", NS)
-        if (event.get("regarding") or {}).get("name") == name
-        and (event.get("regarding") or {}).get("kind") == "SandboxWarmPool"
-        and event.get("reason") == reason
-    ]
 
 
 async def members_of(kube: KubeApi, pool: str) -> list[Json]:
@@ -78,12 +47,6 @@ async def members_of(kube: KubeApi, pool: str) -> list[Json]:
         if (s["metadata"].get("labels") or {}).get(LABEL_WARM_POOL_SANDBOX) == name_hash(pool)
         and not s["metadata"].get("deletionTimestamp")
     ]
-
-
-def kubectl_for(cluster: Any, tmp_path: Path) -> Kubectl:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    return Kubectl(cluster.write_kubeconfig(tmp_path / "kubeconfig-kubectl"), tmp_path / "kc", home)
 
 
 async def filled(kube: KubeApi, name: str, replicas: int) -> Json | None:
@@ -106,7 +69,7 @@ async def test_a_pool_whose_template_is_missing_says_so_until_it_exists(
     ):
         kube = KubeApi(client, field_manager="e2e-test")
         name, template = "waits-for-tpl", "later-tpl"
-        await kube.create(pool_body(name, template, 2))
+        await kube.create(warm_pool_body(name, template, 2))
 
         async def stalled() -> Json | None:
             return progressing(await kube.get(ObjectKey("SandboxWarmPool", NS, name)))
@@ -120,7 +83,7 @@ async def test_a_pool_whose_template_is_missing_says_so_until_it_exists(
         )
 
         async def warned() -> list[Json]:
-            return await events_about(kube, name, "WarmPoolNotProgressing")
+            return await warm_pool_events(kube, name, "WarmPoolNotProgressing")
 
         (event,) = await until(warned, within=WITHIN)
         assert event["type"] == "Warning"
@@ -140,7 +103,7 @@ async def test_a_pool_whose_template_is_missing_says_so_until_it_exists(
         assert "conditions" not in (pool.get("status") or {})
 
         async def progressing_again() -> list[Json]:
-            return await events_about(kube, name, "WarmPoolProgressing")
+            return await warm_pool_events(kube, name, "WarmPoolProgressing")
 
         (normal,) = await until(progressing_again, within=WITHIN)
         assert normal["type"] == "Normal"
@@ -159,7 +122,7 @@ async def test_a_pool_whose_template_makes_invalid_sandboxes_says_so_until_it_is
         kube = KubeApi(client, field_manager="e2e-test")
         name, template = "bad-tpl-pool", "no-image"
         await kube.create(template_body(template, {"name": "app"}))
-        await kube.create(pool_body(name, template, 2))
+        await kube.create(warm_pool_body(name, template, 2))
 
         async def stalled() -> Json | None:
             found = progressing(await kube.get(ObjectKey("SandboxWarmPool", NS, name)))
@@ -177,7 +140,7 @@ async def test_a_pool_whose_template_makes_invalid_sandboxes_says_so_until_it_is
         assert len(members) == 2, "no churn: the invalid members are held, not replaced"
 
         async def warned() -> list[Json]:
-            return await events_about(kube, name, "WarmPoolNotProgressing")
+            return await warm_pool_events(kube, name, "WarmPoolNotProgressing")
 
         (event,) = await until(warned, within=WITHIN)
         assert event["type"] == "Warning"
@@ -208,7 +171,7 @@ async def test_a_pool_whose_template_makes_invalid_sandboxes_says_so_until_it_is
         assert not now & {m["metadata"]["uid"] for m in members}, "the invalid ones went"
 
         async def progressing_again() -> list[Json]:
-            return await events_about(kube, name, "WarmPoolProgressing")
+            return await warm_pool_events(kube, name, "WarmPoolProgressing")
 
         await until(progressing_again, within=WITHIN)
         assert len(await warned()) == 1, "one Warning for the one transition"

@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import nats
 import pytest
@@ -173,6 +174,26 @@ async def test_a_spread_order_is_reused_for_a_moment(js: JetStreamContext) -> No
     fresh = WarmTaker(spread=spread, spread_ttl=0)
     await run(js, fresh, Take(QUEUE, CLAIM))
     assert len(asked) == 2
+
+
+async def test_a_node_found_empty_is_not_asked_again_while_the_order_lasts(
+    js: JetStreamContext,
+) -> None:
+    """In a burst the order's first node drains first; the takes after that go straight to the
+    next node instead of asking the drained one again (one pull per take, not one per node)."""
+    asked: list[str] = []
+
+    class CountingTaker(WarmTaker):
+        async def _pull(self, js: Any, bus: Any, queue: WarmQueue, node: str) -> Any:
+            asked.append(node)
+            return await super()._pull(js, bus, queue, node)
+
+    await run(js, WarmTaker(), entry("a1", node="node-a"))
+    await run(js, WarmTaker(), *(entry(f"b{i}", node="node-b") for i in range(3)))
+    taker = CountingTaker(spread=lambda queue, cache: ("node-a", "node-b"), spread_ttl=60)
+    assert await take_all(js, taker) == ["a1", "b0", "b1", "b2"]
+    # a1; node-a empty, then b0; b1 and b2 from node-b at once; the last take finds all empty.
+    assert asked == ["node-a", "node-a", "node-b", "node-b", "node-b", "node-b", "", "node-a"]
 
 
 async def test_without_a_spread_the_fullest_node_comes_first(js: JetStreamContext) -> None:

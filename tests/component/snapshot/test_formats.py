@@ -12,37 +12,27 @@ CRD and by the worker, and ``kubectl get -o yaml`` shows them.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import yaml
-from nats.js import JetStreamContext
 
-from devtools.cluster import DevCluster
 from events.envelope import ObjectKey
-from services.runtime.bus import BusConfig
 from services.runtime.kube import KubeApi
-from services.runtime.reconcile.worker import Worker
-from services.runtime.worker_api import WorkerSettings
-from services.snapshot.core.plan import CONTROLLER_NAME, SnapshotSettings
-from services.snapshot.worker import snapshot_worker
-from tests.support.kubectl import KUBECTL, Kubectl
-from tests.support.samples import NS, Json
-from tests.support.stack import (
-    api_client,
-    bounded,
-    claim_worker_running,
-    cluster_and_watcher,
-    loaded,
+from tests.component.snapshot.harness import (
+    API_VERSION,
+    REGISTRY,
+    SANDBOX,
+    WITHIN,
+    running_pod,
+    sandbox_body,
+    snapshot_worker_running,
 )
+from tests.support.kubectl import KUBECTL, kubectl_for
+from tests.support.samples import NS, Json
+from tests.support.stack import api_client, bounded, claim_worker_running, cluster_and_watcher
 from tests.support.waiting import until
 
-API_VERSION = "sandbox.opensandbox.io/v1alpha1"
-REGISTRY = "registry.component.local/snapshots"
-SANDBOX = "notebook"
-WITHIN = 30.0
 VIRTUAL_MACHINE: Json = {
     "digest": "sha256:9e107d9d372bb6826bd81d3542a419d6e3b3b3f0",
     "size": 268435456,
@@ -55,38 +45,6 @@ KATA_STATE: Json = {
 }
 
 pytestmark = pytest.mark.skipif(not KUBECTL.exists(), reason=f"no kubectl at {KUBECTL}")
-
-
-@contextlib.asynccontextmanager
-async def snapshot_worker_running(
-    cluster: DevCluster, js: JetStreamContext, bus: BusConfig, tmp_path: Path
-) -> AsyncIterator[Worker]:
-    """The snapshot worker with a registry, an API client of its own, loaded until the block
-    ends."""
-    async with bounded(
-        api_client(cluster, tmp_path, "snapshot"), "the snapshot worker's API client"
-    ) as client:
-        worker = Worker(
-            snapshot_worker(SnapshotSettings(registry=REGISTRY)),
-            js=js,
-            api=KubeApi(client, field_manager=CONTROLLER_NAME),
-            bus=bus,
-            settings=WorkerSettings(concurrency=4, max_delay=2.0),
-        )
-        async with loaded(worker, "snapshot worker"):
-            yield worker
-
-
-def sandbox_body() -> Json:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "BatchSandbox",
-        "metadata": {"name": SANDBOX, "namespace": NS},
-        "spec": {
-            "replicas": 1,
-            "template": {"spec": {"containers": [{"name": "sandbox", "image": "python:3.12"}]}},
-        },
-    }
 
 
 def snapshot_body(name: str, snapshot_format: str) -> Json:
@@ -116,15 +74,7 @@ async def test_rootfs_commits_and_a_vm_format_is_refused_with_its_vm_fields_kept
     ):
         kube = KubeApi(client, field_manager="component-test")
         await kube.create(sandbox_body())
-
-        async def running_pod() -> Json | None:
-            for pod in await kube.list("Pod", NS):
-                owned = pod["metadata"]["name"] == f"{SANDBOX}-0"
-                if owned and (pod.get("status") or {}).get("phase") == "Running":
-                    return pod
-            return None
-
-        await until(running_pod, within=WITHIN)
+        await until(lambda: running_pod(kube), within=WITHIN)
 
         # rootfs-v1: committed, and the format is kept through the commit.
         await kube.create(snapshot_body("rootfs", "rootfs-v1"))
@@ -158,9 +108,7 @@ async def test_rootfs_commits_and_a_vm_format_is_refused_with_its_vm_fields_kept
             {"status": {"virtualMachine": VIRTUAL_MACHINE, "kataVMState": KATA_STATE}},
             subresource="status",
         )
-        home = tmp_path / "home"
-        home.mkdir()
-        kubectl = Kubectl(cluster.write_kubeconfig(tmp_path / "kubeconfig-kubectl"), tmp_path, home)
+        kubectl = kubectl_for(cluster, tmp_path)
         shown = await kubectl.ok("get", "sandboxsnapshot", "vm", "-n", NS, "-o", "yaml")
         print(f"\n$ kubectl get sandboxsnapshot vm -o yaml\n{shown}")
         got = yaml.safe_load(shown)

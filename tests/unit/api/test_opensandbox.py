@@ -488,8 +488,9 @@ def test_conditions_are_a_list_map_keyed_by_type(kind: type[Resource], status_st
 
 def test_condition_type_enums_match_the_crd_plus_the_documented_exhaustion() -> None:
     """Upstream's six and its later PoolAllocationPending, plus what sandbus reports where
-    upstream is silent: the proposal's PoolAssignFailed and AllocationRefused; and the
-    PoolCapacityExhausted it wrote before, still read. A Pool's are sandbus's own."""
+    upstream is silent: the proposal's PoolAssignFailed and AllocationRefused, and InvalidSpec
+    (neither template nor poolRef); and the PoolCapacityExhausted it wrote before, still read.
+    A Pool's are sandbus's own, and so is a snapshot's CommitJobFailure (issue #32)."""
     batch = schema_of(osb.BatchSandbox)
     condition = properties(batch, "BatchSandboxCondition")
     assert sorted(condition["type"]["enum"]) == sorted(
@@ -504,6 +505,7 @@ def test_condition_type_enums_match_the_crd_plus_the_documented_exhaustion() -> 
             "PoolCapacityExhausted",
             "PoolAssignFailed",
             "AllocationRefused",
+            "InvalidSpec",
         ]
     )
     pool_condition = properties(schema_of(osb.Pool), "PoolCondition")
@@ -517,6 +519,7 @@ def test_condition_type_enums_match_the_crd_plus_the_documented_exhaustion() -> 
 
     snapshot = schema_of(osb.SandboxSnapshot)
     assert sorted(properties(snapshot, "SandboxSnapshotCondition")["type"]["enum"]) == [
+        "CommitJobFailure",
         "Failed",
         "Ready",
     ]

@@ -81,6 +81,7 @@ from services.claim.core.observation import ClaimSettings
 from services.claim.core.plan import plan_claim
 from services.claim.core.queues import QueueMemo, QueueObservation, plan_queue
 from services.domain.agentsandbox.hashes import blueprint_hash
+from services.domain.agentsandbox.policy_failure import ANNOTATION_NETWORK_POLICY_FAILURE
 from services.domain.agentsandbox.secure_defaults import apply_secure_defaults
 from services.domain.agentsandbox.warmqueue import DropQueue, Take, WarmQueue
 from services.runtime.kube import KubeError
@@ -104,6 +105,7 @@ from tests.unit.claim.world import (
     claim_patches,
     cold,
     condition,
+    condition_in,
     entry,
     event_reasons,
     finished_of,
@@ -242,6 +244,24 @@ def test_a_cold_sandbox_the_api_refuses_is_reported_on_the_claim_until_it_is_cre
     assert pick(ready_of(must_status(unrelated)), "status", "reason", "message") == NOT_READY
 
 
+def test_a_cold_sandbox_create_that_keeps_failing_is_reported_once_it_persists() -> None:
+    """A 500 (or a Conflict) says nothing at first; once the runtime says the claim's passes
+    have failed in a row for a while, the claim says ReconcilerError with the server's words,
+    and that it keeps failing."""
+    broken = KubeError(500, "InternalError", "Internal error occurred: etcd is unhappy")
+    failing = describe_failure("create", ObjectKey("Sandbox", NS, CLAIM), str(broken))
+    quiet = plan_of(claim(), pool(), template(), last_error=failing)
+    assert pick(ready_of(must_status(quiet)), "status", "reason", "message") == NOT_READY
+    plan = plan_of(claim(), pool(), template(), last_error=failing, failure_persists=True)
+    assert isinstance(plan.actions[0], Patch) and plan.actions[0].subresource == "status"
+    assert pick(ready_of(must_status(plan)), "status", "reason", "message") == {
+        "status": "False",
+        "reason": "ReconcilerError",
+        "message": f"Error seen: {broken} (it keeps failing; retried with backoff)",
+    }
+    assert sandbox_creates(plan), "and it tries again"
+
+
 def test_cold_start_keeps_an_explicit_automount_token() -> None:
     """Mirrors TestSandboxClaimReconcile (sandbox is created with automount token enabled)."""
     tpl = template(
@@ -338,6 +358,49 @@ def test_ready_sandbox_is_forwarded(with_template: bool) -> None:
     assert status["sandbox"] == {"name": CLAIM, "podIPs": ["10.244.0.6"]}
     assert plan.error is None
     assert plan.requeue_after is None
+
+
+POLICY_REFUSED = (
+    "the API server refuses NetworkPolicy test-template-network-policy (Invalid, 422): "
+    "NetworkPolicy.networking.k8s.io is invalid: spec.egress[0].to[0].ipBlock.cidr: Invalid"
+)
+
+
+def test_a_template_whose_network_policy_is_refused_is_said_on_its_claims() -> None:
+    """sandbus (issue #32): the template's reconciler says on the template why its
+    NetworkPolicy is not written; the claim reports it, NetworkPolicyFailure /
+    NetworkPolicyNotApplied beside its Ready (which stays the Sandbox's), with a Warning Event
+    when it appears, and drops it once the template no longer says so."""
+    tpl = template()
+    tpl["metadata"]["annotations"] = {ANNOTATION_NETWORK_POLICY_FAILURE: POLICY_REFUSED}
+    mine = cold(claim(), conditions=[SANDBOX_READY], ips=["10.244.0.6"])
+    plan = plan_of(claim(), pool(), tpl, mine)
+    status = must_status(plan)
+    assert pick(ready_of(status), "status", "reason") == {
+        "status": "True",
+        "reason": "SandboxReady",
+    }
+    message = (
+        f'SandboxTemplate "{TEMPLATE}" cannot have its NetworkPolicy: {POLICY_REFUSED}. Its '
+        "sandboxes run without the policy meanwhile; fix the template's spec.networkPolicy (or "
+        "what refuses it)"
+    )
+    found = condition_in(status, "NetworkPolicyFailure")
+    assert pick(found, "status", "reason", "message") == {
+        "status": "True",
+        "reason": "NetworkPolicyNotApplied",
+        "message": message,
+    }
+    (warning,) = [a.body for a in actions_of(plan, Create) if a.body.get("kind") == "Event"]
+    assert (warning["type"], warning["reason"]) == ("Warning", "NetworkPolicyNotApplied")
+    assert warning["note"] == f"NetworkPolicyFailure: {message}"
+
+    reported = claim(status=status)
+    again = plan_of(reported, pool(), tpl, mine)
+    assert status_written(again) is None and event_reasons(again) == [], "said once"
+    cleared = must_status(plan_of(reported, pool(), template(), mine))
+    assert condition_in(cleared, "NetworkPolicyFailure") is None
+    assert ready_of(cleared) == ready_of(status)
 
 
 def test_custom_network_policy_leaves_dns_alone() -> None:

@@ -260,6 +260,7 @@ def observe(
     gone: Iterable[str] = (),
     settings: ClaimSettings = SETTINGS,
     last_error: str | None = None,
+    failure_persists: bool = False,
 ) -> ClaimObservation:
     """What the claim worker would hand ``plan_claim`` for claim ``name``, given the objects
     its cache holds, the warm entries held for the claim, and the Sandbox names a read of ours
@@ -275,6 +276,7 @@ def observe(
         settings=settings,
         messages=tuple(offers),
         last_error=last_error,
+        failure_persists=failure_persists,
     )
 
 

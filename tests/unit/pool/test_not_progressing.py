@@ -66,13 +66,10 @@ def invalid(
     return member
 
 
-def pod(name: str, scheduled: Json) -> Json:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "uid": f"pod-{name}", "resourceVersion": "1"},
-        "status": {"conditions": [{"type": "PodScheduled", **scheduled}]},
-    }
+def scheduling(w: PoolWorld, name: str, scheduled: Json) -> None:
+    """The member's ``PodScheduled`` condition, as the sandbox worker copies it from its Pod."""
+    member = w.objects[ObjectKey("Sandbox", NS, name)]
+    member["status"]["conditions"].append({"type": "PodScheduled", **scheduled})
 
 
 def run(w: PoolWorld, memo: PoolMemo | None, settings: PoolSettings | None = None) -> Plan:
@@ -206,15 +203,14 @@ def test_a_changed_message_keeps_the_transition_time_and_makes_no_event() -> Non
 
 def unschedulable(w: PoolWorld, name: str) -> None:
     w.member(name, ready_status="False", age=400)
-    w.add(
-        pod(
-            name,
-            {
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "0/3 nodes are available: 3 Insufficient cpu.",
-            },
-        )
+    scheduling(
+        w,
+        name,
+        {
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 3 Insufficient cpu.",
+        },
     )
 
 
@@ -277,10 +273,8 @@ def test_a_member_waiting_on_scheduling_gates_is_left_alone() -> None:
     w = world(2)
     w.member("gated", ready_status="False", age=3600)
     w.member("stuck", ready_status="False", age=3600)
-    w.add(
-        pod("gated", {"status": "False", "reason": "SchedulingGated", "message": "gated"}),
-        pod("stuck", {"status": "True"}),
-    )
+    scheduling(w, "gated", {"status": "False", "reason": "SchedulingGated", "message": "gated"})
+    scheduling(w, "stuck", {"status": "True"})
     plan = run(w, None)
     assert deletes(plan) == ["stuck"]
     assert progressing(w) is None and events(plan) == []
@@ -290,11 +284,10 @@ def test_a_member_waiting_on_scheduling_gates_is_left_alone() -> None:
 def test_a_member_let_go_by_its_gate_gets_its_grace_from_its_scheduling() -> None:
     w = world(1)
     w.member("was-gated", ready_status="False", age=3600)
-    w.add(
-        pod(
-            "was-gated",
-            {"status": "True", "lastTransitionTime": stamp(NOW - timedelta(seconds=100))},
-        )
+    scheduling(
+        w,
+        "was-gated",
+        {"status": "True", "lastTransitionTime": stamp(NOW - timedelta(seconds=100))},
     )
     plan = w.plan()
     assert deletes(plan) == []
@@ -358,3 +351,37 @@ def test_other_errors_are_not_a_refusal() -> None:
     ):
         plan = world(2).plan(last_error=error)
         assert events(plan) == [], error
+
+
+BROKEN = "create Sandbox/default/pool-x7k2q: InternalError (500): etcd is unhappy"
+
+
+def test_creates_that_keep_failing_are_said_once_the_failures_persist() -> None:
+    """A 5xx is retried without alarm until the runtime says the passes have failed in a row
+    for a while (``failure_persists``); then the pool says so, in the server's words, until a
+    pass that creates is followed by one without an error."""
+    w = world(2)
+    assert events(w.plan(last_error=BROKEN)) == [], "not yet: it may pass"
+    first = w.plan(last_error=BROKEN, failure_persists=True)
+    found = status_patch(first)["conditions"][0]  # type: ignore[index]
+    assert (found["status"], found["reason"]) == ("False", "FailedCreate")
+    assert found["message"] == (
+        "the pool's Sandbox creates keep failing: etcd is unhappy (InternalError, 500). The "
+        "pool tries again with backoff; if it lasts, look at the API server"
+    )
+    assert [e[:2] for e in events(first)] == [("Warning", "WarmPoolNotProgressing")]
+    assert first.memo is not None and first.memo.failing and first.memo.creating
+
+    # Failing again: still said; a refusal then says it is one.
+    w.objects[POOL]["status"]["conditions"] = [found]
+    again = w.plan(memo=first.memo, last_error=BROKEN, failure_persists=True)
+    assert "conditions" not in (status_patch(again) or {}) and events(again) == []
+    refused = w.plan(memo=first.memo, last_error=QUOTA, failure_persists=True)
+    assert refused.memo is not None and not refused.memo.failing
+    message = status_patch(refused)["conditions"][0]["message"]  # type: ignore[index]
+    assert message.startswith("the API server refuses the pool's Sandboxes: ")
+
+    # The creates went through: the condition goes.
+    done = w.plan(memo=first.memo)
+    assert status_patch(done)["conditions"] is None  # type: ignore[index]
+    assert done.memo is None or done.memo.refused is None

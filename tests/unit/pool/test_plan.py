@@ -342,23 +342,12 @@ def test_unschedulable_members_are_held_and_reported_once() -> None:
     w = world(replicas=3)
     for name in ("held", "stuck", "podless"):
         w.member(name, ready_status="False", age=400)
-    w.add(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "held", "namespace": NS, "uid": "p1", "resourceVersion": "1"},
-            "status": {
-                "conditions": [
-                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-                ]
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "stuck", "namespace": NS, "uid": "p2", "resourceVersion": "1"},
-            "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]},
-        },
+    # Each member's PodScheduled condition, as the sandbox worker copies it from its Pod.
+    w.objects[ObjectKey("Sandbox", NS, "held")]["status"]["conditions"].append(
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    )
+    w.objects[ObjectKey("Sandbox", NS, "stuck")]["status"]["conditions"].append(
+        {"type": "PodScheduled", "status": "True"}
     )
     settings = PoolSettings(unschedulable_recheck=60.0)
     first = w.plan(settings)

@@ -10,7 +10,7 @@ from typing import Any
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, LABEL_WARM_POOL_SANDBOX, name_hash
 from api.objects import Json
 from events.envelope import ObjectKey
-from services.pool.worker import POOL_COALESCE, wakes
+from services.pool.worker import POOL_COALESCE, pool_worker, wakes
 from services.runtime.cache import ObjectCache
 from tests.unit.pool.fakes import PoolRig
 from tests.unit.pool.world import NOW, NS, POOL, pool, template, world
@@ -146,18 +146,19 @@ def pod_of(sandbox_name: str, *, api_version: str = "agents.x-k8s.io/v1beta1") -
     }
 
 
-def test_a_pod_of_a_member_wakes_the_members_pool() -> None:
-    """The Unschedulable hold reads the member's Pod: its change wakes the pool that controls
-    the Sandbox controlling it; a Pod of a Sandbox that is not a member, not known, or of
-    another API group wakes nothing."""
-    owned = sandbox(POOL_OWNER, label=name_hash("pool"))
-    assert woken("Pod", pod_of("m"), owned) == [POOL]
-    assert woken("Pod", pod_of("m"), sandbox(CLAIM_OWNER)) == []
-    assert woken("Pod", pod_of("m")) == [], "its Sandbox is not known"
-    assert woken("Pod", pod_of("m", api_version="example.com/v1"), owned) == []
-    unowned_pod = copy.deepcopy(pod_of("m"))
-    del unowned_pod["metadata"]["ownerReferences"]
-    assert woken("Pod", unowned_pod, owned) == []
+def test_the_pods_of_sandboxes_are_not_followed_and_wake_nothing() -> None:
+    """The Unschedulable hold and the scheduling gates read the member's own PodScheduled
+    condition: a Sandbox's Pod is nothing to the pool worker, which turns it away before
+    decoding it; the Pods an OpenSandbox Pool controls it follows."""
+    follows = pool_worker().follows["Pod"]
+    assert not follows(pod_of("m"))
+    assert woken("Pod", pod_of("m"), sandbox(POOL_OWNER, label=name_hash("pool"))) == []
+    pools_pod = copy.deepcopy(pod_of("p", api_version="sandbox.opensandbox.io/v1alpha1"))
+    pools_pod["metadata"]["ownerReferences"][0]["kind"] = "Pool"
+    assert follows(pools_pod)
+    foreign_pool = copy.deepcopy(pod_of("p", api_version="example.com/v1"))
+    foreign_pool["metadata"]["ownerReferences"][0]["kind"] = "Pool"
+    assert not follows(foreign_pool)
 
 
 async def woken_keys(rig: PoolRig) -> set[ObjectKey]:

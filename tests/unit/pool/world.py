@@ -123,6 +123,7 @@ class PoolWorld(FakeApiServer):
         expectations: Expectations | None = None,
         memo: PoolMemo | None = None,
         last_error: str | None = None,
+        failure_persists: bool = False,
     ) -> PoolObservation:
         return observe_pool(
             POOL,
@@ -131,6 +132,7 @@ class PoolWorld(FakeApiServer):
             expectations=expectations,
             memo=memo,
             last_error=last_error,
+            failure_persists=failure_persists,
         )
 
     def plan(self, settings: PoolSettings | None = None, **kwargs: Any) -> Plan:

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -129,6 +130,34 @@ async def test_a_write_the_api_keeps_refusing_is_retried_slowly_a_conflict_is_no
         api.errors[("create", "w")] = passing
         delays = [(await w.reconcile(WIDGET)).requeue_after_seconds for _ in range(3)]
         assert delays == [0.01, 0.02, 0.04], passing
+
+
+async def test_a_failure_that_persists_is_said_to_the_planner_and_recorded() -> None:
+    """A 500 is retried without alarm; once the key's passes have failed in a row for
+    ``report_failures_after``, its planner is told (``Observed.failure_persists``), the decision
+    records it, and a re-run rebuilds the same inputs. A pass that goes through ends it."""
+    js = FakeJetStream()
+    api = ScriptedApi()
+    api.errors[("create", "w")] = KubeError(500, "InternalError", "etcd is unhappy")
+    w = worker(PodPerWidget(), api, js)
+    w.settings = dataclasses.replace(w.settings, report_failures_after=60.0)
+    clock = [NOW]
+    w.clock = lambda: clock[0]
+    for seconds in (0, 30, 59, 60, 90):
+        clock[0] = NOW + timedelta(seconds=seconds)
+        await w.reconcile(WIDGET)
+    persisted = [d.data.inputs.failure_persists for d in js.decisions()]
+    assert persisted == [False, False, False, True, True]
+    last = js.decisions()[-1]
+    assert last.data.inputs.last_error is not None and "(500)" in last.data.inputs.last_error
+    again = rerun(last, w.definition, {WIDGET: {"1": obj("Widget", "w")}})
+    assert again.inputs_rebuilt and again.same
+
+    del api.errors[("create", "w")]
+    clock[0] = NOW + timedelta(seconds=120)
+    assert (await w.reconcile(WIDGET)).error is None
+    clock[0] = NOW + timedelta(seconds=200)
+    assert not w.observed(WIDGET, clock[0]).failure_persists
 
 
 async def test_a_planner_that_never_stops_writing_is_slowed_down() -> None:

@@ -122,6 +122,26 @@ def test_losing_readiness_is_written_at_once() -> None:
     assert lost.memo is None
 
 
+@pytest.mark.parametrize("reason", ["Unschedulable", "SchedulingGated"])
+def test_a_pod_that_cannot_be_scheduled_is_written_at_once(reason: str) -> None:
+    """A Pod that cannot be scheduled, or waits on its gates, is not on its way to Ready: the
+    user sees it at once, and a warm pool holds the member instead of replacing it."""
+    reconciler, cluster, _ = starting()
+    set_pod(
+        cluster,
+        phase="Pending",
+        ready=None,
+        ips=(),
+        node=None,
+        scheduled={"status": "False", "reason": reason, "message": "0/3 nodes are available"},
+    )
+    written = reconcile(reconciler, cluster, at(0.1))
+    assert status_writes(cluster) == 1 and written.memo is None
+    sb = cluster.get("Sandbox", "sb")
+    assert sb is not None
+    assert conditions_by_type(sb)["PodScheduled"]["reason"] == reason
+
+
 def test_an_error_is_written_at_once() -> None:
     """A write the API server refused is reported in the status of the next pass, window or
     not: the user needs to see it."""
@@ -193,6 +213,26 @@ def test_a_pod_on_its_way_to_ready_makes_only_progress(
         (owned_pod(annotations={"note": "x"}, **RUNNING), "its annotations changed"),
         (pod(**RUNNING), "it lost its owner"),
         (owned_pod(uid="another", **RUNNING), "it is another Pod of the same name"),
+        (
+            owned_pod(
+                phase="Pending",
+                ready=None,
+                ips=(),
+                node=None,
+                scheduled={"status": "False", "reason": "Unschedulable"},
+            ),
+            "the scheduler turned it down",
+        ),
+        (
+            owned_pod(
+                phase="Pending",
+                ready=None,
+                ips=(),
+                node=None,
+                scheduled={"status": "False", "reason": "SchedulingGated"},
+            ),
+            "it waits on its scheduling gates",
+        ),
     ],
 )
 def test_every_other_change_of_a_pod_is_acted_on_at_once(after: Json, why: str) -> None:

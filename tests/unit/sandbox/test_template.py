@@ -8,6 +8,7 @@ from typing import Any
 
 from api.keys import LABEL_SANDBOX_TEMPLATE_REF_HASH, name_hash
 from events.envelope import ObjectKey
+from services.domain.agentsandbox.policy_failure import ANNOTATION_NETWORK_POLICY_FAILURE
 from services.runtime.reconcile.actions import Create, Delete, Patch, Plan, Replace
 from services.sandbox.core.observation import TemplateObservation
 from services.sandbox.core.template import plan_template, same_spec, secure_default_rules
@@ -62,11 +63,47 @@ def policy(spec: dict[str, Any], *, owner_uid: str | None = TEMPLATE_UID) -> dic
     }
 
 
-def plan(tmpl: dict[str, Any] | None, np: dict[str, Any] | None = None) -> Plan:
+def plan(
+    tmpl: dict[str, Any] | None,
+    np: dict[str, Any] | None = None,
+    *,
+    last_error: str | None = None,
+    failure_persists: bool = False,
+) -> Plan:
     return plan_template(
-        TemplateObservation(namespace="default", name="python", template=tmpl, network_policy=np),
+        TemplateObservation(
+            namespace="default",
+            name="python",
+            template=tmpl,
+            network_policy=np,
+            last_error=last_error,
+            failure_persists=failure_persists,
+        ),
         NOW,
     )
+
+
+def with_failure(tmpl: dict[str, Any], said: str) -> dict[str, Any]:
+    """The template as it is once it carries the failure annotation ``said``."""
+    tmpl = copy.deepcopy(tmpl)
+    tmpl["metadata"]["annotations"] = {ANNOTATION_NETWORK_POLICY_FAILURE: said}
+    return tmpl
+
+
+def said(result: Plan) -> list[str | None]:
+    """What the plan writes in the failure annotation of the template, in order (None: its
+    removal); any write of it before the policy's write comes first."""
+    values: list[str | None] = []
+    for action in actions_of(result):
+        if isinstance(action, Patch) and "annotations" in action.patch["metadata"]:
+            values.append(
+                action.patch["metadata"]["annotations"][ANNOTATION_NETWORK_POLICY_FAILURE]
+            )
+    return values
+
+
+def kinds(result: Plan) -> list[str]:
+    return [type(a).__name__ for a in actions_of(result)]
 
 
 def created_spec(result: Plan) -> dict[str, Any]:
@@ -161,11 +198,12 @@ def test_an_unowned_policy_is_never_deleted_or_updated() -> None:
     unmanaged = plan(template(networkPolicyManagement="Unmanaged"), foreign)
     assert unmanaged.actions == () and unmanaged.error is None
     managed = plan(template(), foreign)
-    assert managed.actions == ()
     assert managed.error is not None and "not controlled by" in managed.error
+    assert said(managed) == [managed.error], "sandbus: and the template says so"
+    assert plan(with_failure(template(), managed.error), foreign).actions == ()
     other = policy({"podSelector": {}}, owner_uid="another-template")
     assert plan(template(networkPolicyManagement="Unmanaged"), other).actions == ()
-    assert plan(template(), other).actions == ()
+    assert plan(with_failure(template(), managed.error), other).actions == ()
 
 
 def test_the_template_gets_its_ref_hash_label() -> None:
@@ -194,3 +232,58 @@ def test_template_ref_hash() -> None:
     assert all(len(v) == 8 and int(v, 16) >= 0 for v in values.values())
     assert len(set(values.values())) == 3
     assert name_hash("sandbox-name") == values["sandbox-name"]
+
+
+REFUSED = (
+    f"create {NP}: Invalid (422): NetworkPolicy.networking.k8s.io "
+    '"python-network-policy" is invalid: spec.egress[0].to[0].ipBlock.cidr: Invalid value: '
+    '"10.0.0.0/33": must be a valid CIDR'
+)
+
+
+def test_a_policy_the_api_refuses_is_said_on_the_template_until_it_is_written() -> None:
+    """sandbus (issue #32): the previous pass's create was refused; the template says so in
+    the API server's words, before the create is tried again, and the annotation goes right
+    after a create that goes through (the runtime stops the pass at one that fails), or when
+    a pass finds the policy as desired."""
+    rules = {"egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}
+    refused = plan(template(networkPolicy=rules), last_error=REFUSED)
+    message = (
+        "the API server refuses NetworkPolicy python-network-policy (Invalid, 422): "
+        "NetworkPolicy.networking.k8s.io is invalid: spec.egress[0].to[0].ipBlock.cidr: "
+        'Invalid value: "10.0.0.0/33": must be a valid CIDR'
+    )
+    assert kinds(refused) == ["Patch", "Create", "Patch"]
+    assert said(refused) == [message, None]
+
+    stored = with_failure(template(networkPolicy=rules), message)
+    again = plan(stored, last_error=REFUSED)
+    assert kinds(again) == ["Create", "Patch"] and said(again) == [None], "said already"
+    quiet = plan(stored)
+    assert kinds(quiet) == ["Create", "Patch"] and said(quiet) == [None]
+
+    fixed = with_failure(template(networkPolicy={"egress": []}), message)
+    done = plan(fixed, policy(created_spec(plan(template(networkPolicy={"egress": []})))))
+    assert said(done) == [None] and kinds(done) == ["Patch"]
+    assert said(plan(template(), policy(created_spec(plan(template()))))) == []
+
+
+def test_a_policy_write_that_keeps_failing_is_said_once_it_persists() -> None:
+    broken = f"create {NP}: InternalError (500): Internal error occurred: etcd is unhappy"
+    assert said(plan(template(), last_error=broken)) == []
+    assert said(plan(template(), last_error=broken, failure_persists=True)) == [
+        "writing NetworkPolicy python-network-policy keeps failing (InternalError, 500): "
+        "Internal error occurred: etcd is unhappy",
+        None,
+    ]
+    drifted = policy({"podSelector": {}})
+    update = f"update {NP}: Forbidden (403): networkpolicies is forbidden: denied by policy"
+    result = plan(template(), drifted, last_error=update)
+    assert kinds(result) == ["Patch", "Replace", "Patch"]
+    assert said(result) == [
+        "the API server refuses NetworkPolicy python-network-policy (Forbidden, 403): "
+        "networkpolicies is forbidden: denied by policy",
+        None,
+    ]
+    unmanaged = with_failure(template(networkPolicyManagement="Unmanaged"), "x")
+    assert said(plan(unmanaged)) == [None], "nothing to write: nothing wrong"

@@ -18,13 +18,14 @@ import pytest
 from api.objects import Json
 from api.opensandbox import FINALIZER_SNAPSHOT_CLEANUP, LABEL_SANDBOX_SNAPSHOT_NAME
 from events.envelope import ObjectKey
-from services.runtime.reconcile.actions import Create, Delete, Patch
+from services.runtime.reconcile.actions import Create, Delete, Patch, Plan
 from services.snapshot.core.jobs import CommitterSettings
 from services.snapshot.core.plan import (
     COMMITTING_RECHECK,
     TAKEN_RECHECK,
     SnapshotSettings,
 )
+from tests.support.plans import actions_of
 from tests.unit.snapshot.world import (
     COMMITTER,
     JOB_FAILED_MESSAGE,
@@ -578,3 +579,72 @@ def test_digests_of_a_pod_of_another_job_are_not_read() -> None:
     status = status_patch(result)
     assert status is not None and status["phase"] == "Succeed"
     assert all("imageDigest" not in c for c in status["containers"])
+
+
+# -- a commit Job the API server refuses (issue #32) ----------------------------------------
+
+JOB_KEY = ObjectKey("Job", NS, f"{SNAP}-commit")
+FORBIDDEN = (
+    f'create {JOB_KEY}: Forbidden (403): jobs.batch "{SNAP}-commit" is forbidden: exceeded '
+    "quota: jobs, requested: count/jobs.batch=1"
+)
+FORBIDDEN_MESSAGE = (
+    f"the API server refuses the commit Job {SNAP}-commit (Forbidden, 403): jobs.batch is "
+    "forbidden: exceeded quota: jobs, requested: count/jobs.batch=1. Fix what refuses it (a "
+    "quota, an admission policy, the committer's settings); it is created again with backoff"
+)
+
+
+def status_patches(result: Plan) -> list[Json]:
+    return [
+        a.patch["status"]
+        for a in actions_of(result)
+        if isinstance(a, Patch) and a.subresource == "status"
+    ]
+
+
+def test_a_refused_commit_job_is_said_before_it_is_tried_again() -> None:
+    """The previous pass's create of the commit Job was refused: this pass writes Pending with
+    CommitJobFailure/FailedCreateJob in the server's words and a Warning Event
+    ``FailedCreateJob`` (upstream's), then creates the Job again; once a create goes through,
+    Committing removes the condition."""
+    result = plan(snapshot(), *sandbox_and_pod(), last_error=FORBIDDEN)
+    kinds = [(type(a).__name__, getattr(a, "body", {}).get("kind")) for a in actions_of(result)]
+    assert kinds == [
+        ("Patch", None),
+        ("Create", "Event"),
+        ("Create", "Job"),
+        ("Create", "Event"),
+        ("Patch", None),
+    ]
+    refused, committing = status_patches(result)
+    assert refused["phase"] == "Pending"
+    assert conditions_of(refused) == {
+        "CommitJobFailure": ("True", "FailedCreateJob", FORBIDDEN_MESSAGE)
+    }
+    warning = creates(result, "Event")[0]
+    assert (warning["type"], warning["reason"]) == ("Warning", "FailedCreateJob")
+    assert warning["note"] == f"CommitJobFailure: {FORBIDDEN_MESSAGE}"
+    assert committing["phase"] == "Committing" and committing["conditions"] == []
+
+    # Refused again: said already, nothing more than the create.
+    stored = snapshot(status={"observedGeneration": 1, **refused})
+    again = plan(stored, *sandbox_and_pod(), last_error=FORBIDDEN)
+    assert [b["reason"] for b in creates(again, "Event")] == ["CreatedJob"]
+    assert [s["phase"] for s in status_patches(again)] == ["Committing"]
+
+
+def test_a_commit_job_create_that_keeps_failing_is_said_once_it_persists() -> None:
+    broken = f"create {JOB_KEY}: InternalError (500): Internal error occurred: etcd is unhappy"
+    quiet = plan(snapshot(), *sandbox_and_pod(), last_error=broken)
+    assert [s["phase"] for s in status_patches(quiet)] == ["Committing"], "not yet: it may pass"
+    result = plan(snapshot(), *sandbox_and_pod(), last_error=broken, failure_persists=True)
+    refused = status_patches(result)[0]
+    assert conditions_of(refused)["CommitJobFailure"][1:] == (
+        "FailedCreateJob",
+        f"creating the commit Job {SNAP}-commit keeps failing (InternalError, 500): Internal "
+        "error occurred: etcd is unhappy; it is created again with backoff",
+    )
+    other = f"create Job/{NS}/other-commit: Forbidden (403): no"
+    unrelated = plan(snapshot(), *sandbox_and_pod(), last_error=other)
+    assert [s["phase"] for s in status_patches(unrelated)] == ["Committing"]

@@ -441,11 +441,21 @@ def cache_of(*objects: Json) -> ObjectCache:
 
 
 def observe(
-    *objects: Json, settings: SnapshotSettings = SETTINGS, name: str = SNAP
+    *objects: Json,
+    settings: SnapshotSettings = SETTINGS,
+    name: str = SNAP,
+    last_error: str | None = None,
+    failure_persists: bool = False,
 ) -> SnapshotObservation:
     """What the snapshot worker would hand ``plan_snapshot`` for SandboxSnapshot ``name``,
-    given the objects its cache holds."""
-    return observe_snapshot(ObjectKey("SandboxSnapshot", NS, name), cache_of(*objects), settings)
+    given the objects its cache holds (and the previous pass's failure)."""
+    return observe_snapshot(
+        ObjectKey("SandboxSnapshot", NS, name),
+        cache_of(*objects),
+        settings,
+        last_error=last_error,
+        failure_persists=failure_persists,
+    )
 
 
 def plan(
@@ -453,8 +463,17 @@ def plan(
     settings: SnapshotSettings = SETTINGS,
     name: str = SNAP,
     now: datetime = NOW,
+    last_error: str | None = None,
+    failure_persists: bool = False,
 ) -> Plan:
-    return plan_snapshot(observe(*objects, settings=settings, name=name), now)
+    observed = observe(
+        *objects,
+        settings=settings,
+        name=name,
+        last_error=last_error,
+        failure_persists=failure_persists,
+    )
+    return plan_snapshot(observed, now)
 
 
 # -- reading plans --------------------------------------------------------------------------

@@ -16,14 +16,17 @@ resourceVersion. Server-side apply (:mod:`.apply`) uses the same entries.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
+import msgspec
+
 from devtools.cluster.apirules.patching.fields import (
     FieldPath,
+    changed_fields,
     fields_v1,
-    leaf_values,
     parse_fields_v1,
 )
 
@@ -78,10 +81,27 @@ class ManagerEntry:
         if self.time is not None:
             entry["time"] = self.time
         entry["fieldsType"] = "FieldsV1"
-        entry["fieldsV1"] = fields_v1(self.paths)
+        entry["fieldsV1"] = _decoder.decode(_encoded_tree(frozenset(self.paths)))
         if self.subresource:
             entry["subresource"] = self.subresource
         return entry
+
+
+# Every write converts each managedFields entry from its FieldsV1 tree to paths and back, and
+# most writes leave most entries as they were: both conversions are remembered (by the tree's
+# JSON, and by the set of paths), and each caller gets a copy of its own.
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder()
+
+
+@functools.lru_cache(maxsize=4096)
+def _encoded_tree(paths: frozenset[FieldPath]) -> bytes:
+    return _encoder.encode(fields_v1(paths))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_tree(tree: bytes) -> frozenset[FieldPath]:
+    return frozenset(parse_fields_v1(_decoder.decode(tree)))
 
 
 def decode_entries(obj: Mapping[str, Any] | None) -> list[ManagerEntry]:
@@ -100,7 +120,7 @@ def decode_entries(obj: Mapping[str, Any] | None) -> list[ManagerEntry]:
                 api_version=str(item.get("apiVersion", "")),
                 time=item.get("time"),
                 subresource=str(item.get("subresource", "")),
-                paths=parse_fields_v1(tree) if isinstance(tree, dict) else set(),
+                paths=set(_parsed_tree(_encoder.encode(tree))) if isinstance(tree, dict) else set(),
             )
         )
     return entries
@@ -161,14 +181,7 @@ def record_update(
     new_managed = (new.get("metadata") or {}).get("managedFields")
     if new_managed == [{}]:
         return with_entries(new, [])
-    old_values = leaf_values(old, ignore_fields) if old else {}
-    new_values = leaf_values(new, ignore_fields)
-    changed = {
-        path
-        for path, value in new_values.items()
-        if path not in old_values or old_values[path] != value
-    }
-    removed = old_values.keys() - new_values.keys()
+    changed, removed = changed_fields(old, new, ignore_fields)
     entries = decode_entries(old)
     if not changed and not removed:
         return with_raw_managed_fields(new, old)

@@ -12,7 +12,9 @@ controller reads their result from. The one that does run is OpenSandbox's task 
 Pod that runs one (its command, args or a container named ``task-executor``) gets a loopback IP
 and a real executor process listening on ``<podIP>:5758``, is Ready only once that answers
 ``/health``, and has it restarted as a crashed container when it dies, so a controller talking
-to the executor finds one.
+to the executor finds one. agent-sandbox's runtime is run the same way, on ``<podIP>:8888``, for
+the Pods that ask for it (its python-runtime image, or an annotation; docs/devcluster.md §4.8),
+so the SDK's commands and files find one.
 
 Shape: functional core, imperative shell. The planners get one object as last observed, what
 the shell remembers about it, the time and a view of the nodes, and return the writes to make
@@ -33,8 +35,8 @@ and never touches the store. The modules, from the bottom up:
 - :mod:`.jobs` — the Job controller's planner, the pluggable action that decides a Job, and the
   finished Pod a Job gets when its outcome reports one (the kubelet leaves such a Pod alone).
 - :mod:`.scheduling` — kube-scheduler's part: pick a node with room, or say why none fits.
-- :mod:`.executor` — which Pods run OpenSandbox's task executor, which process each should
-  have, and what the shell saw of it.
+- :mod:`.executor` — which Pods run OpenSandbox's task executor or agent-sandbox's runtime,
+  which process each should have, and what the shell saw of it.
 - :mod:`.stages` — a Pod's life as stages read off the object, and :func:`~.stages.plan_pod`,
   which moves it to the next one.
 - :mod:`.supervisor` — :class:`~.supervisor.ExecutorSupervisor`: starts, probes and stops

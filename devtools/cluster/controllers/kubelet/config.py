@@ -30,7 +30,10 @@ per pod (None: no process, such pods are simulated like the others);
 the kubelet claims a free one when it starts, 127.244 first); ``task_executor_dir`` where the
 kubelet makes its temporary directory of per-pod data dirs (None: the system's temp dir);
 ``task_executor_grace`` how long a stopped executor gets between SIGTERM and SIGKILL. These are
-real seconds of a real process: ``time_scale`` does not apply.
+real seconds of a real process: ``time_scale`` does not apply. The Pods that ask for
+agent-sandbox's runtime get one the same way, run with ``sandbox_runtime_command`` (same
+placeholders; None: such pods are simulated without one), in the same network, directory and
+grace.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from devtools.cluster.controllers.kubelet.jobs import JobAction
 
 __all__ = [
+    "DEFAULT_SANDBOX_RUNTIME_COMMAND",
     "DEFAULT_TASK_EXECUTOR_COMMAND",
     "DEFAULT_TASK_EXECUTOR_MODULE",
     "FAILURE_MODES",
@@ -69,16 +73,27 @@ FAILURE_MODES = frozenset(
 )
 # The in-repo executor, run by this interpreter so that it sees the same packages.
 DEFAULT_TASK_EXECUTOR_MODULE = "services.taskexecutor"
-DEFAULT_TASK_EXECUTOR_COMMAND: tuple[str, ...] = (
-    sys.executable,
-    "-m",
-    DEFAULT_TASK_EXECUTOR_MODULE,
+_SERVING_ARGS: tuple[str, ...] = (
     "--host",
     "{host}",
     "--port",
     "{port}",
     "--data-dir",
     "{data_dir}",
+)
+DEFAULT_TASK_EXECUTOR_COMMAND: tuple[str, ...] = (
+    sys.executable,
+    "-m",
+    DEFAULT_TASK_EXECUTOR_MODULE,
+    *_SERVING_ARGS,
+)
+# agent-sandbox's runtime for the Pods that ask for it (devtools/sandboxruntime), by this
+# interpreter too, with the same arguments.
+DEFAULT_SANDBOX_RUNTIME_COMMAND: tuple[str, ...] = (
+    sys.executable,
+    "-m",
+    "devtools.sandboxruntime",
+    *_SERVING_ARGS,
 )
 # What SIGKILLs the tasks of a Pod's data dir when the Pod goes (their supervisors outlive the
 # executor by design, as a container's processes would not outlive its cgroup): the in-repo
@@ -154,12 +169,14 @@ class KubeletConfig:
     task_executor_network: str | None = None  # "127.N"; None: claimed at start
     task_executor_dir: str | None = None
     task_executor_grace: float = 2.0
+    sandbox_runtime_command: tuple[str, ...] | None = DEFAULT_SANDBOX_RUNTIME_COMMAND
 
     def __post_init__(self) -> None:
-        command = self.task_executor_command
-        if command is not None:
-            # From a dict of options (the command line, JSON) it may come as a list.
-            object.__setattr__(self, "task_executor_command", tuple(str(arg) for arg in command))
+        for name in ("task_executor_command", "sandbox_runtime_command"):
+            command = getattr(self, name)
+            if command is not None:
+                # From a dict of options (the command line, JSON) it may come as a list.
+                object.__setattr__(self, name, tuple(str(arg) for arg in command))
         network = self.task_executor_network
         if network is not None:
             octets = network.split(".")
@@ -173,6 +190,11 @@ class KubeletConfig:
                     f"task_executor_network must be the first two octets of a loopback /16, "
                     f"like 127.244; got {network!r}"
                 )
+
+    @property
+    def runs_processes(self) -> bool:
+        """Whether some Pods get a real process (a task executor or a sandbox runtime)."""
+        return self.task_executor_command is not None or self.sandbox_runtime_command is not None
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.time_scale

@@ -39,6 +39,8 @@ The default command runs ``python -m services.taskexecutor``: where that has not
 (the module is absent, or a package without its ``__main__`` yet), the feature is off, with a
 warning, so such Pods are simulated like any other rather than crash-looping.
 :meth:`Kubelet.task_executor` says where a Pod's executor keeps its data, log and pid file.
+The Pods that ask for agent-sandbox's runtime (:mod:`devtools.sandboxruntime`) get their
+process from the same supervisor (see :mod:`.executor`).
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ class Kubelet:
 
     async def start(self) -> None:
         self.config = _with_available_executor(self.config)
-        if self.config.task_executor_command is not None:
+        if self.config.runs_processes:
             self._executors = ExecutorSupervisor(self.config, self._queue.add)
             await self._executors.start()
             # The planner allocates executor pods' IPs from the range the supervisor claimed.

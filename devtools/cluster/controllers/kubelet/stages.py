@@ -45,7 +45,8 @@ itself while the container ran is reported as that container's crash
 (:func:`~.statuses.container_crashed_status`: CrashLoopBackOff, then restarted after
 :func:`~.statuses.crash_backoff`, and the shell starts a new process for the new container
 instance); and deleting → terminal, like the final delete, waits until the process is gone, so
-no executor outlives its Pod.
+no executor outlives its Pod. A Pod that asks for agent-sandbox's runtime
+(``sandbox_runtime_command``) is treated the same way, its process probed at ``GET /`` on 8888.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from devtools.cluster.controllers.kubelet.config import KubeletConfig, failure_m
 from devtools.cluster.controllers.kubelet.executor import (
     ExecutorState,
     current_state,
-    executor_container,
+    real_container,
 )
 from devtools.cluster.controllers.kubelet.jobs import controlled_by_job
 from devtools.cluster.controllers.kubelet.nodes import (
@@ -159,8 +160,10 @@ def _ready_delay(pod: Json, config: KubeletConfig) -> float:
 
 
 def _executor_runner(pod: Json, config: KubeletConfig) -> str | None:
-    """The container whose process is real (the task executor's), if the feature is on."""
-    return executor_container(pod) if config.task_executor_command is not None else None
+    """The container whose process is real (a task executor's or an agent-sandbox runtime's),
+    if the config runs that kind."""
+    found = real_container(pod, config)
+    return None if found is None else found[1]
 
 
 def pod_network(pod: Json, config: KubeletConfig) -> str:

@@ -7,7 +7,8 @@ the planner decides with. Every wait happens in a task of its own, never in the 
 workers: a process ending, or answering ``/health``, requeues its Pod through ``on_change``.
 
 - Where: one temporary directory per supervisor (under ``task_executor_dir``, else the
-  system's), removed when it closes; in it one directory per Pod uid holding the executor's
+  system's; made at start while the task executor is on, else at the first Pod that needs it),
+  removed when it closes; in it one directory per Pod uid holding the executor's
   data dir (``data/``, kept across restarts so the executor recovers its tasks), its log
   (``executor.log``, appended to by every process of the Pod) and ``executor.pid`` (the pid of
   the process running now; absent while none runs), so a test or a person can find, read and
@@ -30,6 +31,11 @@ workers: a process ending, or answering ``/health``, requeues its Pod through ``
   executor's own command line kills them (:data:`~.config.TASK_KILL_COMMAND`, its
   ``--kill-tasks``), a process boundary rather than an import: this package may use nothing
   of the services but their command lines. Then the directory is removed.
+- agent-sandbox's runtime: a Pod that asks for it (:func:`~.executor.runtime_of`) gets
+  ``sandbox_runtime_command`` on ``<podIP>:8888`` instead, probed at ``GET /``, with the Pod's
+  directory's ``workspace/`` as the sandbox's own directory (and no ``data/``, so there are no
+  tasks to kill: the runtime kills its commands itself when stopped, see
+  :mod:`devtools.sandboxruntime`). Its log and pid file are the executor's.
 - Addresses: the loopback /16 the Pods' IPs come from is claimed per supervisor (see
   :func:`claim_network`), so that two clusters on one machine (parallel test runs) never hand
   out the same ``127.N.x.y`` and fight over its port 5758.
@@ -42,6 +48,7 @@ import contextlib
 import ctypes
 import functools
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -58,11 +65,14 @@ import aiohttp
 
 from devtools.cluster.controllers.kubelet.config import TASK_KILL_COMMAND, KubeletConfig
 from devtools.cluster.controllers.kubelet.executor import (
+    AGENT_SANDBOX,
     EXECUTOR_PORT,
     ExecutorState,
     WantedExecutor,
     container_exit_code,
     executor_argv,
+    process_command,
+    process_port,
 )
 from devtools.cluster.controllers.kubelet.nodes import LOOPBACK_POD_NETWORK
 
@@ -71,6 +81,9 @@ __all__ = ["ExecutorFiles", "ExecutorSupervisor", "claim_network", "kill_tasks",
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+# Where a sandbox runtime finds its container's env (devtools/sandboxruntime/__main__.py reads
+# it: a process boundary, not an import).
+SANDBOX_ENV_VARIABLE = "SANDBUS_SANDBOX_ENV"
 _CANNOT_START = 128  # what a runtime reports for a container whose command could not be run
 _PROBE_FIRST, _PROBE_MAX = 0.02, 0.5
 _PROBE_TIMEOUT = aiohttp.ClientTimeout(total=1.0)
@@ -223,8 +236,8 @@ class ExecutorSupervisor:
     (:attr:`root`); ``await close()`` stops every process and removes the directory."""
 
     def __init__(self, config: KubeletConfig, on_change: Callable[[Hashable], None]) -> None:
-        assert config.task_executor_command is not None
-        self.command = config.task_executor_command
+        assert config.runs_processes
+        self.config = config
         self.grace = config.task_executor_grace
         self._parent_dir = config.task_executor_dir
         self._preferred_network = config.task_executor_network
@@ -237,13 +250,24 @@ class ExecutorSupervisor:
         self._closing = False
         self.network = self._preferred_network or LOOPBACK_POD_NETWORK
         self.root: Path | None = None
+        self._started = False
 
     async def start(self) -> None:
         self.network, self._claim = claim_network(self._preferred_network)
-        self.root = Path(tempfile.mkdtemp(prefix="devcluster-executors-", dir=self._parent_dir))
         # A session of its own: the probes carry none of the kubelet's headers to the pods.
         self._session = aiohttp.ClientSession(timeout=_PROBE_TIMEOUT)
-        log.info("kubelet: task executors on %s.0.0/16, files under %s", self.network, self.root)
+        self._started = True
+        if self.config.task_executor_command is not None:
+            self._make_root()
+        log.info("kubelet: pod processes on %s.0.0/16, files under %s", self.network, self.root)
+
+    def _make_root(self) -> Path:
+        """The directory of the Pods' directories: made at start while the task executor is on
+        (as it always was), else at the first Pod that needs one, so that a cluster that runs
+        only sandbox runtimes, and none yet, leaves no directory behind."""
+        if self.root is None:
+            self.root = Path(tempfile.mkdtemp(prefix="devcluster-executors-", dir=self._parent_dir))
+        return self.root
 
     async def close(self) -> None:
         self._closing = True
@@ -278,7 +302,7 @@ class ExecutorSupervisor:
                 self._stop(run)
                 return
             del self._runs[uid]
-        if wanted is not None and not self._closing and self.root is not None:
+        if wanted is not None and not self._closing and self._started:
             self._runs[uid] = self._spawn(uid, key, wanted)
 
     def release(self, uid: str) -> None:
@@ -302,7 +326,8 @@ class ExecutorSupervisor:
         pid = None
         if run is not None and run.process is not None and run.exit_code is None:
             pid = run.process.pid
-        return ExecutorFiles(pid, pod_dir / "data", pod_dir / "executor.log", _pid_file(pod_dir))
+        data_dir = pod_dir / ("workspace" if run is not None and _is_runtime(run) else "data")
+        return ExecutorFiles(pid, data_dir, pod_dir / "executor.log", _pid_file(pod_dir))
 
     # -- the processes -------------------------------------------------------------------------
 
@@ -313,17 +338,19 @@ class ExecutorSupervisor:
         return task
 
     def _spawn(self, uid: str, key: Hashable, wanted: WantedExecutor) -> _Run:
-        assert self.root is not None
-        run = _Run(uid, key, wanted, self.root / uid)
+        run = _Run(uid, key, wanted, self._make_root() / uid)
         self._dirs.add(uid)
         run.task = self._track(self._supervise(run))
         return run
 
     async def _supervise(self, run: _Run) -> None:
         """Start the process, probe it until it answers, and record how it ended."""
-        data_dir = run.pod_dir / "data"
+        data_dir = run.pod_dir / ("workspace" if _is_runtime(run) else "data")
         data_dir.mkdir(parents=True, exist_ok=True)
-        argv = executor_argv(self.command, run.wanted.host, EXECUTOR_PORT, str(data_dir))
+        command = process_command(self.config, run.wanted.kind)
+        assert command is not None  # wanted_executor wants none of a kind turned off
+        port = process_port(run.wanted.kind)
+        argv = executor_argv(command, run.wanted.host, port, str(data_dir))
         with (run.pod_dir / "executor.log").open("ab") as output:
             try:
                 run.process = await asyncio.create_subprocess_exec(
@@ -333,6 +360,7 @@ class ExecutorSupervisor:
                     stderr=asyncio.subprocess.STDOUT,
                     start_new_session=True,
                     preexec_fn=_die_with(os.getpid()),
+                    env=_environment(run.wanted),
                 )
             except OSError as error:
                 output.write(f"devcluster kubelet: cannot start {argv!r}: {error}\n".encode())
@@ -347,11 +375,12 @@ class ExecutorSupervisor:
         try:
             _pid_file(run.pod_dir).write_text(f"{process.pid}\n")
             log.info(
-                "kubelet: task executor of pod %s (container %s) started on %s:%s, pid %s",
+                "kubelet: %s of pod %s (container %s) started on %s:%s, pid %s",
+                run.wanted.kind,
                 run.uid,
                 run.wanted.container,
                 run.wanted.host,
-                EXECUTOR_PORT,
+                port,
                 process.pid,
             )
             await process.wait()
@@ -366,7 +395,8 @@ class ExecutorSupervisor:
             ended = process.returncode
             run.exit_code = container_exit_code(-signal.SIGKILL if ended is None else ended)
             log.info(
-                "kubelet: task executor of pod %s (pid %s) ended with %s",
+                "kubelet: %s of pod %s (pid %s) ended with %s",
+                run.wanted.kind,
                 run.uid,
                 process.pid,
                 run.exit_code,
@@ -375,7 +405,8 @@ class ExecutorSupervisor:
 
     async def _probe(self, run: _Run) -> None:
         assert self._session is not None
-        url = f"http://{run.wanted.host}:{EXECUTOR_PORT}/health"
+        path = "/" if _is_runtime(run) else "/health"
+        url = f"http://{run.wanted.host}:{process_port(run.wanted.kind)}{path}"
         delay = _PROBE_FIRST
         while True:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
@@ -416,6 +447,18 @@ class ExecutorSupervisor:
         # runs in a session of its own, which outlives its executor by design.
         await kill_tasks(pod_dir / "data")
         await asyncio.to_thread(shutil.rmtree, pod_dir, True)
+
+
+def _environment(wanted: WantedExecutor) -> dict[str, str] | None:
+    """The process's environment: this one's, plus, for a sandbox runtime, the container's
+    ``env`` in ``SANDBUS_SANDBOX_ENV`` (JSON), which it hands to its commands."""
+    if not wanted.env:
+        return None
+    return {**os.environ, SANDBOX_ENV_VARIABLE: json.dumps(dict(wanted.env))}
+
+
+def _is_runtime(run: _Run) -> bool:
+    return run.wanted.kind == AGENT_SANDBOX
 
 
 def _pid_file(pod_dir: Path) -> Path:

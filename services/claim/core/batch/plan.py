@@ -18,8 +18,10 @@ scale-in, as upstream. Where this differs from upstream, on purpose:
   terminating, or someone else's) is not created over; upstream's create fails with
   AlreadyExists on every pass. The plan waits for a terminating one and reports any other as
   an error.
-- A shard patch that cannot be applied, or a missing ``spec.template``, is a plan error with
-  the reason, and the status is still written.
+- A shard patch that cannot be applied is a plan error with the reason, and the status is
+  still written. A sandbox with neither ``spec.template`` nor ``spec.poolRef`` is
+  ``InvalidSpec``/``NoTemplate`` (sandbus's, as the Pool's), without a retry: a change of its
+  spec wakes it.
 - An expired sandbox's pass ends with its Delete (upstream carries on with its in-memory copy);
   the deletion's event brings the next pass.
 
@@ -104,7 +106,7 @@ from services.claim.core.batch.tasks import (
 from services.domain.opensandbox.allocation import parse_pod_list
 from services.domain.opensandbox.pods import is_pod_ready
 from services.runtime.cache import ObjectCache
-from services.runtime.kube_events import event_about
+from services.runtime.kube_events import warning_when_raised
 from services.runtime.reconcile.actions import Action, Create, Delete, Patch, Plan, Together
 from services.runtime.reconcile.expectations import Expectations
 from services.runtime.times import parse_time, rfc3339_nano
@@ -134,7 +136,13 @@ _PHASE_CONDITIONS: Final[Mapping[str, tuple[str, str, str]]] = {
 _KEPT_CONDITIONS: Final = ("PauseFailed", "ResumeFailed")
 """Conditions of the pause/resume flow, which this pass keeps as they are."""
 _OUR_CONDITIONS: Final = frozenset(
-    {"PoolAllocationPending", "PoolAssignFailed", "AllocationRefused", "PoolCapacityExhausted"}
+    {
+        "PoolAllocationPending",
+        "PoolAssignFailed",
+        "AllocationRefused",
+        "PoolCapacityExhausted",
+        "InvalidSpec",
+    }
 )
 """Conditions each pass reports afresh (upstream writes none of them but PoolAllocationPending,
 which it also derives each pass). ``PoolCapacityExhausted`` is the type sandbus wrote before it
@@ -522,9 +530,11 @@ def _create_missing(run: _Pass, pods: Sequence[Json]) -> None:
                 )
             continue
         if not isinstance(template, dict) or not template:
-            run.errors.append(
-                "spec.template is missing: nothing to make its Pods from "
-                "(set spec.template, or spec.poolRef to get them from a Pool)"
+            run.problems["InvalidSpec"] = (
+                "NoTemplate",
+                "neither spec.template nor spec.poolRef is set: there is nothing to make its "
+                f"{_replicas(run.sandbox)} Pod(s) from; set spec.template, or spec.poolRef to "
+                "take them from a Pool",
             )
             return
         patch = patches[index] if isinstance(patches, list) and index < len(patches) else None
@@ -644,18 +654,17 @@ def _warnings(run: _Pass, conditions: Mapping[Any, Json]) -> None:
     """A Warning Event for each condition of ours that appears, or changes its reason, in the
     status just planned (module doc)."""
     for kind, (reason, message) in sorted(run.problems.items()):
-        before = conditions.get(kind)
-        if before is not None and before.get("status") == "True" and before.get("reason") == reason:
-            continue
-        event = event_about(
+        event = warning_when_raised(
             run.sandbox,
+            conditions.get(kind),
+            condition=kind,
             reason=reason,
-            note=f"{kind}: {message}",
-            type="Warning",
+            message=message,
             now=run.now,
             controller=CONTROLLER_NAME,
         )
-        run.actions.append(Create(event, why=f"{kind}: {reason}"))
+        if event is not None:
+            run.actions.append(Create(event, why=f"{kind}: {reason}"))
 
 
 def _phase(phase: str, pods: Sequence[Json], ready: int) -> tuple[str, dict[str, tuple[str, str]]]:

@@ -28,6 +28,8 @@ class OpenPoolObservation(msgspec.Struct, frozen=True, kw_only=True):
     ledger: PoolLedger | None = None
     expectations: Expectations | None = None
     last_error: str | None = None
+    failure_persists: bool = False
+    """The passes have failed in a row for a while (``Observed.failure_persists``)."""
 
 
 def pool_ref(sandbox: Json) -> str:
@@ -41,6 +43,7 @@ def observe_open_pool(
     ledger: PoolLedger | None = None,
     expectations: Expectations | None = None,
     last_error: str | None = None,
+    failure_persists: bool = False,
 ) -> OpenPoolObservation:
     pool = cache.get(key)
     holders = {h.uid for h in ledger.pods.values()} if ledger is not None else set()
@@ -64,4 +67,5 @@ def observe_open_pool(
         ledger=ledger,
         expectations=expectations,
         last_error=last_error,
+        failure_persists=failure_persists,
     )

@@ -92,7 +92,7 @@ from services.pool.core.opensandbox.scaling import (
     ready_since,
     scale_up,
 )
-from services.runtime.kube_events import event_about
+from services.runtime.kube_events import warning_when_raised
 from services.runtime.reconcile.actions import (
     Action,
     Create,
@@ -102,7 +102,7 @@ from services.runtime.reconcile.actions import (
     Plan,
     Together,
 )
-from services.runtime.reconcile.failures import failed_write
+from services.runtime.reconcile.failures import reportable
 from services.runtime.times import parse_time, rfc3339_nano
 
 __all__ = [
@@ -211,7 +211,7 @@ def plan_open_pool(obs: OpenPoolObservation, now: datetime) -> Plan:
         requeue = _scale(run, schedulable, supply + recreate.supply, list(recreate.kept), len(live))
         if requeue is not None:
             run.later(requeue)
-    refused = _refused_create(obs.last_error)
+    refused = _refused_create(obs.last_error, persists=obs.failure_persists)
     if refused is not None and any(_creates_pod(a) for a in run.actions[scale_at:]):
         run.problems["ReplicaFailure"] = ("FailedCreate", refused)
     report = _status(run, live, schedulable)
@@ -629,17 +629,19 @@ def _inverted_capacity(pool: Mapping[str, Any]) -> str | None:
     return "; ".join(wrong) + ": the Pool neither scales nor updates its Pods until this is fixed"
 
 
-def _refused_create(last_error: str | None) -> str | None:
+def _refused_create(last_error: str | None, *, persists: bool) -> str | None:
     """The API server's words when the previous pass's error was a Pod create it refused (a
-    4xx answer), with the Pod's name left out (None: it was not)."""
-    failed = failed_write(last_error)
+    4xx answer), or one that keeps failing (a 5xx, a timeout… for ``persists``: the passes have
+    failed in a row for a while), with the Pod's name left out (None: neither)."""
+    failed = reportable(last_error, persists=persists)
     if failed is None or failed.verb != "create" or failed.target.kind != "Pod":
         return None
-    if not failed.refused:
-        return None
+    answer = f" ({failed.reason}, {failed.code})" if failed.code is not None else ""
+    if failed.refused:
+        return f"the API server refuses the Pool's Pods{answer}: {failed.anonymous()}"
     return (
-        f"the API server refuses the Pool's Pods ({failed.reason}, {failed.code}): "
-        f"{failed.anonymous()}"
+        f"the Pool's Pod creates keep failing{answer}: {failed.anonymous()}; "
+        "they are retried with backoff"
     )
 
 
@@ -676,15 +678,16 @@ def _conditions(run: _Pass) -> tuple[list[Json] | None, list[Action]]:
                 "lastTransitionTime": stamp,
             }
         )
-        if before is None or before.get("reason") != reason or before.get("status") != "True":
-            event = event_about(
-                run.pool,
-                reason=reason,
-                note=f"{kind}: {message}",
-                type="Warning",
-                now=run.now,
-                controller=CONTROLLER_NAME,
-            )
+        event = warning_when_raised(
+            run.pool,
+            before,
+            condition=kind,
+            reason=reason,
+            message=message,
+            now=run.now,
+            controller=CONTROLLER_NAME,
+        )
+        if event is not None:
             events.append(Create(event, why=f"{kind}: {reason}"))
     return written or None, events
 

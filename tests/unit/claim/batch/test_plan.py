@@ -890,14 +890,35 @@ def test_a_shard_patch_that_cannot_be_applied_is_a_plan_error(patch: Any, says: 
     assert status_patch(result) is not None
 
 
-def test_no_template_is_a_plan_error() -> None:
-    """Neither template nor poolRef: nothing to make Pods from, said as a plan error (upstream
-    would send a Pod without containers to the API server, pass after pass)."""
-    sandbox = batch_sandbox(replicas=1)
+def test_no_template_and_no_pool_is_an_invalid_spec_until_one_is_set() -> None:
+    """Neither template nor poolRef (issue #32): nothing to make Pods from (upstream would send
+    a Pod without containers to the API server, pass after pass). The status says
+    InvalidSpec/NoTemplate, a Warning Event says it once, and there is no retry: a change of
+    the spec wakes the sandbox. Once it has a template, the Pods come and the condition goes."""
+    sandbox = batch_sandbox(replicas=2)
     del sandbox["spec"]["template"]
     result = plan(sandbox)
     assert not creates(result)
-    assert result.error is not None and "spec.template is missing" in result.error
+    assert result.error is None and result.requeue_after is None
+    status = status_patch(result)
+    assert status is not None
+    message = (
+        "neither spec.template nor spec.poolRef is set: there is nothing to make its 2 Pod(s) "
+        "from; set spec.template, or spec.poolRef to take them from a Pool"
+    )
+    assert conditions_of(status) == {
+        "InvalidSpec": ("NoTemplate", message),
+        "Progressing": ("Creating", "Sandbox is being created"),
+    }
+    assert warnings(result) == [("NoTemplate", f"InvalidSpec: {message}")]
+    stored = batch_sandbox(replicas=2, status=status)
+    del stored["spec"]["template"]
+    assert plan(stored).actions == (), "nothing changed: nothing written, no second Event"
+
+    fixed = batch_sandbox(replicas=2, status=status)
+    result = plan(fixed)
+    assert created_names(result) == ["bs-0", "bs-1"]
+    assert "InvalidSpec" not in conditions_of(status_patch(result))
 
 
 # -- creates not seen yet, and names taken --------------------------------------------------

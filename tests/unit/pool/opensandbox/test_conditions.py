@@ -143,6 +143,32 @@ def test_other_errors_are_not_a_refused_create() -> None:
     assert conditions(status_written(full)) == {}
 
 
+def test_creates_that_keep_failing_are_reported_once_the_failures_persist() -> None:
+    """A 500 on the Pod creates is retried without alarm; once the runtime says the passes
+    have failed in a row for a while, it is ReplicaFailure/FailedCreate too, in the server's
+    words and saying it keeps failing, and a Warning Event; it goes once the creates do."""
+    the_pool = pool(buffer_min=2, buffer_max=2, scale_max="100%")
+    broken = "create Pod/default/pool-x7k2q: InternalError (500): etcd is unhappy"
+    assert conditions(status_written(plan(the_pool, last_error=broken))) == {}
+    planned = plan(the_pool, last_error=broken, failure_persists=True)
+    status = status_written(planned)
+    message = (
+        "the Pool's Pod creates keep failing (InternalError, 500): etcd is unhappy; they are "
+        "retried with backoff"
+    )
+    assert conditions(status) == {"ReplicaFailure": ("True", "FailedCreate", message)}
+    assert warnings(planned) == [("FailedCreate", f"ReplicaFailure: {message}")]
+    assert kinds(planned) == ["patch status Pool", "create Event", "together"]
+    timeout = "create Pod/default/pool-b4n9z: Timeout: no answer within 10s"
+    quiet = conditions(status_written(plan(the_pool, last_error=timeout, failure_persists=True)))
+    assert quiet["ReplicaFailure"][2] == (
+        "the Pool's Pod creates keep failing: Timeout: no answer within 10s; they are retried "
+        "with backoff"
+    )
+    cleared = status_written(plan(with_status(the_pool, status), pod("pool-a", of_pool=the_pool)))
+    assert cleared is not None and cleared["conditions"] is None
+
+
 def test_a_pool_without_a_template_says_so_in_its_status() -> None:
     """Pods wanted and no template: InvalidSpec/NoTemplate (upstream crashes)."""
     planned = plan(pool(template={}))

@@ -245,9 +245,11 @@ def observe(
     expectations: Expectations | None = None,
     name: str = POOL,
     last_error: str | None = None,
+    failure_persists: bool = False,
 ) -> OpenPoolObservation:
     """What the pool worker would hand ``plan_open_pool`` for Pool ``name``, given the objects
-    its cache holds, the Pool's memo and the error of its previous pass."""
+    its cache holds, the Pool's memo and the error of its previous pass (and whether its
+    passes have failed for a while)."""
     cache = ObjectCache()
     for obj in objects:
         cache.observe("added", copy.deepcopy(obj))
@@ -257,6 +259,7 @@ def observe(
         ledger=ledger,
         expectations=expectations,
         last_error=last_error,
+        failure_persists=failure_persists,
     )
 
 
