@@ -28,10 +28,9 @@ linearizability). Reads need no lock: the store only changes inside a synchronou
 With a persistence backend, a write's context ends once its changes are on file, but the next
 writer does not wait for that: the changes are handed to one flushing task, which writes all
 that has gathered since its last flush in one transaction (a group commit, as databases do).
-Holding the lock through each write's own transaction cost four round trips to SQLite's thread
-per API write, one writer after the other; under a burst of writes one transaction now carries
-many. The file holds only states the API served, in order, and a write is answered only once it
-is on file.
+Holding the lock through each write's own transaction made every writer wait for the one before
+it to be on file; under a burst of writes one transaction now carries many. The file holds only
+states the API served, in order, and a write is answered only once it is on file.
 """
 
 from __future__ import annotations
