@@ -301,6 +301,27 @@ class ClaimWakes(Wakes):
         )
 
 
+def _generation_acknowledged(before: Json, after: Json) -> bool:
+    """A Sandbox change that only gave its conditions a new ``observedGeneration``: the sandbox
+    worker acknowledging the generation a claim's adoption made. Nothing a claim reads moved
+    (its Ready is the Sandbox's without that field), so it wakes no claim."""
+    return _without_acknowledgement(before) == _without_acknowledgement(after)
+
+
+def _without_acknowledgement(sandbox: Json) -> Json:
+    """The Sandbox without its resourceVersion and its conditions' ``observedGeneration``."""
+    found = sandbox.get("status")
+    status: Json = dict(found) if isinstance(found, dict) else {}
+    status["conditions"] = [
+        {k: v for k, v in condition.items() if k != "observedGeneration"}
+        if isinstance(condition, dict)
+        else condition
+        for condition in status.get("conditions") or ()
+    ]
+    metadata = {k: v for k, v in metadata_of(sandbox).items() if k != "resourceVersion"}
+    return {**sandbox, "metadata": metadata, "status": status}
+
+
 def claim_worker(
     settings: ClaimSettings | None = None,
     taker: WarmTaker | None = None,
@@ -318,6 +339,7 @@ def claim_worker(
         ),
         watched_kinds=WATCHED_KINDS,
         wakes=ClaimWakes(),
+        unmoved_by={"Sandbox": _generation_acknowledged},
         executors={**taker.executors(), SyncTasks: reports.execute},
         metrics=CLAIM_METRICS,
         follows={"Pod": _opensandbox_pod, "NetworkPolicy": _claims_policy},

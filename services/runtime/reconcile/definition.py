@@ -136,6 +136,11 @@ class WorkerDefinition:
     for a pass already scheduled of a key it wakes: within them it joins that pass instead of
     waking one of its own (0: it wakes the key as usual). A starting Pod's progress, which only
     a held status would report, waits for the pass that ends its Sandbox's status window."""
+    unmoved_by: Mapping[str, Callable[[Json, Json], bool]] = field(default_factory=dict)
+    """Kind → whether a change of an object of that kind (before, after) moves nothing this
+    worker's planners read: the cache takes it, and it wakes no key. The claim worker is not
+    moved by a Sandbox whose conditions only took a new ``observedGeneration`` (its status
+    copies the Sandbox's Ready without it): one pass in three of a warm claim planned nothing."""
     gauges: tuple[Gauge, ...] = ()
     """Gauges read by I/O at each scrape while the worker runs."""
 

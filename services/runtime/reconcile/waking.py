@@ -13,6 +13,8 @@ must see it go. Only keys of a kind the worker reconciles are queued. Around tha
 - The echo of a key's own write (the watcher bringing our write back) is nothing new for that
   key: it planned with the write's answer in the cache. Unless its reconciler keeps
   expectations: for those the bus showing the write is the news. Every other key still wakes.
+- ``unmoved_by``: a change that moves nothing the worker's planners read goes into the cache
+  and wakes no key.
 - ``patience``: a change that may wait joins a pass already scheduled within that time.
 - ``coalesce``: a key of such a kind waits its window, so that a burst is served by one pass;
   at least :data:`COALESCE_PER_PLANNING_SECOND` times its last pass's planning, at most
@@ -92,6 +94,14 @@ class Waking:
         before = cache.observed(key_of(obj, event.kind))
         cache.observe(change, obj, kind=event.kind)
         if not loaded:
+            return
+        unmoved = definition.unmoved_by.get(event.kind)
+        if (
+            unmoved is not None
+            and before is not None
+            and change == "modified"
+            and unmoved(before, obj)
+        ):
             return
         woken = dict.fromkeys(definition.wakes(event.kind, obj, cache))
         if before is not None and before is not obj:

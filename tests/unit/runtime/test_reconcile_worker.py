@@ -480,3 +480,21 @@ async def test_a_change_that_may_not_wait_so_long_wakes_its_key(
     async with asyncio.timeout(1):
         key, triggers = await w.queue.get()
     assert key == WIDGET and triggers == (event.id,)
+
+
+@pytest.mark.parametrize(
+    ("unmoved", "change", "wakes"),
+    [(True, "modified", False), (False, "modified", True), (True, "deleted", True)],
+    ids=["moves nothing the planners read", "moves something", "a deletion always wakes"],
+)
+async def test_a_change_that_moves_nothing_the_planners_read_wakes_no_key(
+    unmoved: bool, change: str, wakes: bool
+) -> None:
+    """The cache takes every change; one the definition calls unmoving wakes no key."""
+    w = await scheduled_in_30_s(patience=0.0)
+    w.definition = dataclasses.replace(w.definition, unmoved_by={"Pod": lambda b, a: unmoved})
+    w.take_event(changed_pod(w, change))
+    assert (len(w.queue) == 1) is wakes
+    if change == "modified":
+        pod = w.cache.get(POD)
+        assert pod is not None and pod["metadata"]["resourceVersion"] == "999"
