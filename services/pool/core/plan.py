@@ -162,6 +162,15 @@ class _Members:
     deletes: list[Action]
     reasons: list[str]
 
+    def replace(self, member: Json, *, why: str, reason: str) -> None:
+        """Delete an active ``member`` (its uid as the precondition): a new one takes its
+        place; ``reason`` goes into the pass's reasons."""
+        self.active.remove(member)
+        uid = str(metadata_of(member).get("uid"))
+        self.deletes.append(Delete(key_of(member, "Sandbox"), uid=uid, why=why))
+        self.terminating += 1
+        self.reasons.append(reason)
+
 
 def _created(obj: Mapping[str, Any]) -> datetime | None:
     stamp = metadata_of(obj).get("creationTimestamp")
@@ -440,23 +449,17 @@ def plan_pool(obs: PoolObservation, now: datetime) -> Plan:
     for member in list(members.active):
         if is_ready(member):
             continue
-        meta = metadata_of(member)
         problem = _invalid(member)
         if problem is not None:
             if obs.template is None or not is_stale(member, obs.template, orphan=False):
                 invalid.append(problem)
                 continue
-            members.active.remove(member)
-            members.deletes.append(
-                Delete(
-                    key_of(member, "Sandbox"),
-                    uid=str(meta.get("uid")),
-                    why="invalid, and made from an earlier template: one from the current "
-                    "template replaces it",
-                )
+            members.replace(
+                member,
+                why="invalid, and made from an earlier template: one from the current "
+                "template replaces it",
+                reason="rollout",
             )
-            members.terminating += 1
-            members.reasons.append("rollout")
             continue
         if _waiting_to_schedule(member, "SchedulingGated"):
             continue  # someone else lifts the gate; the member's change wakes the pool
@@ -470,16 +473,11 @@ def plan_pool(obs: PoolObservation, now: datetime) -> Plan:
         if _waiting_to_schedule(member, "Unschedulable"):
             held.append(str(_pod_scheduled(member).get("message") or ""))
             continue
-        members.active.remove(member)
-        members.deletes.append(
-            Delete(
-                key_of(member, "Sandbox"),
-                uid=str(meta.get("uid")),
-                why=f"stuck: not Ready {settings.readiness_grace:g} s after it was created",
-            )
+        members.replace(
+            member,
+            why=f"stuck: not Ready {settings.readiness_grace:g} s after it was created",
+            reason="stuck GC",
         )
-        members.terminating += 1
-        members.reasons.append("stuck GC")
 
     actions: list[Action] = [*members.writes]
     status_at = len(actions)

@@ -18,7 +18,7 @@ from pathlib import Path
 from api.opensandbox import ANNOTATION_ALLOC_STATUS
 from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi
-from tests.support.events import events_about
+from tests.support.events import events_about, warned_and_described
 from tests.support.kubectl import kubectl_for
 from tests.support.samples import NS, Json
 from tests.support.stack import (
@@ -165,18 +165,17 @@ async def test_a_sandbox_without_template_or_pool_says_so_until_it_gets_a_templa
             "Pod(s) from; set spec.template, or spec.poolRef to take them from a Pool"
         )
 
-        async def warned() -> list[Json]:
-            return await events_about(
-                kube, "BatchSandbox", name, reason="NoTemplate", type="Warning"
-            )
-
-        (event,) = await until(warned, within=WITHIN)
-        assert event["note"] == f"InvalidSpec: {found['message']}"
-
-        kubectl = kubectl_for(cluster, tmp_path)
-        described = await kubectl.ok("describe", "batchsandbox", name, "-n", NS)
-        print(f"\n$ kubectl describe batchsandbox {name}\n{described}")
-        assert "InvalidSpec" in described and "NoTemplate" in described
+        await warned_and_described(
+            kube,
+            cluster,
+            tmp_path,
+            "BatchSandbox",
+            name,
+            condition="InvalidSpec",
+            reason="NoTemplate",
+            message=found["message"],
+            within=WITHIN,
+        )
 
         # It gets a template: its Pods are made, the condition goes.
         await kube.patch(key, {"spec": {"template": TEMPLATE}})
@@ -191,4 +190,7 @@ async def test_a_sandbox_without_template_or_pool_says_so_until_it_gets_a_templa
             return sandbox if len(pods) == 2 and invalid(sandbox) is None else None
 
         await until(served, within=WITHIN)
-        assert len(await warned()) == 1, "one Warning for the one appearance"
+        warnings = await events_about(
+            kube, "BatchSandbox", name, reason="NoTemplate", type="Warning"
+        )
+        assert len(warnings) == 1, "one Warning for the one appearance"

@@ -29,8 +29,8 @@ from tests.component.pool.harness import (
     true_condition,
     warm_pool_body,
 )
-from tests.support.events import events_about
-from tests.support.kubectl import KUBECTL, kubectl_for
+from tests.support.events import events_about, warned_and_described
+from tests.support.kubectl import KUBECTL
 from tests.support.samples import NS, Json
 from tests.support.stack import (
     api_client,
@@ -102,18 +102,17 @@ async def test_a_claim_whose_template_policy_is_refused_says_so_until_it_is_writ
         template = await kube.get(ObjectKey("SandboxTemplate", NS, TEMPLATE))
         assert template["metadata"]["annotations"][ANNOTATION_NETWORK_POLICY_FAILURE] == said
 
-        async def warned() -> list[Json]:
-            return await events_about(
-                kube, "SandboxClaim", CLAIM, reason="NetworkPolicyNotApplied", type="Warning"
-            )
-
-        (event,) = await until(warned, within=WITHIN)
-        assert event["note"] == f"NetworkPolicyFailure: {found['message']}"
-
-        kubectl = kubectl_for(cluster, tmp_path)
-        described = await kubectl.ok("describe", "sandboxclaim", CLAIM, "-n", NS)
-        print(f"\n$ kubectl describe sandboxclaim {CLAIM}\n{described}")
-        assert "NetworkPolicyFailure" in described and "NetworkPolicyNotApplied" in described
+        await warned_and_described(
+            kube,
+            cluster,
+            tmp_path,
+            "SandboxClaim",
+            CLAIM,
+            condition="NetworkPolicyFailure",
+            reason="NetworkPolicyNotApplied",
+            message=found["message"],
+            within=WITHIN,
+        )
 
         # The API server lets the policy through: it is written, and the claim stops saying so.
         cluster.faults.remove(fault.id)
@@ -132,4 +131,7 @@ async def test_a_claim_whose_template_policy_is_refused_says_so_until_it_is_writ
         assert ANNOTATION_NETWORK_POLICY_FAILURE not in (
             template["metadata"].get("annotations") or {}
         )
-        assert len(await warned()) == 1, "one Warning for the one appearance"
+        warnings = await events_about(
+            kube, "SandboxClaim", CLAIM, reason="NetworkPolicyNotApplied", type="Warning"
+        )
+        assert len(warnings) == 1, "one Warning for the one appearance"

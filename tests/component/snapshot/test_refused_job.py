@@ -28,8 +28,8 @@ from tests.component.snapshot.harness import (
     sandbox_body,
     snapshot_worker_running,
 )
-from tests.support.events import events_about
-from tests.support.kubectl import KUBECTL, kubectl_for
+from tests.support.events import events_about, warned_and_described
+from tests.support.kubectl import KUBECTL
 from tests.support.samples import NS, Json
 from tests.support.stack import api_client, bounded, claim_worker_running, cluster_and_watcher
 from tests.support.waiting import until
@@ -91,18 +91,17 @@ async def test_a_snapshot_whose_commit_job_is_refused_says_so_until_it_goes_thro
         stored = await kube.get(key)
         assert stored["status"]["phase"] == "Pending"
 
-        async def warned() -> list[Json]:
-            return await events_about(
-                kube, "SandboxSnapshot", NAME, reason="FailedCreateJob", type="Warning"
-            )
-
-        (event,) = await until(warned, within=WITHIN)
-        assert event["note"] == f"CommitJobFailure: {found['message']}"
-
-        kubectl = kubectl_for(cluster, tmp_path)
-        described = await kubectl.ok("describe", "sandboxsnapshot", NAME, "-n", NS)
-        print(f"\n$ kubectl describe sandboxsnapshot {NAME}\n{described}")
-        assert "CommitJobFailure" in described and "FailedCreateJob" in described
+        await warned_and_described(
+            kube,
+            cluster,
+            tmp_path,
+            "SandboxSnapshot",
+            NAME,
+            condition="CommitJobFailure",
+            reason="FailedCreateJob",
+            message=found["message"],
+            within=WITHIN,
+        )
 
         # The API server lets the Job through: the snapshot commits, the condition goes.
         cluster.faults.remove(fault.id)
@@ -114,4 +113,7 @@ async def test_a_snapshot_whose_commit_job_is_refused_says_so_until_it_goes_thro
 
         snapshot = await until(committed, within=WITHIN)
         assert failure(snapshot) is None
-        assert len(await warned()) == 1, "one Warning for the one appearance"
+        warnings = await events_about(
+            kube, "SandboxSnapshot", NAME, reason="FailedCreateJob", type="Warning"
+        )
+        assert len(warnings) == 1, "one Warning for the one appearance"
