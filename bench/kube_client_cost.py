@@ -1,5 +1,5 @@
 """Benchmark: the client's CPU per Kubernetes API write, through kubernetes_asyncio's
-``call_api`` and through the lean path of ``services/runtime/kube.py``, beside a floor.
+``call_api`` and through the lean paths of ``services/runtime/kube.py``, beside a floor.
 
 Run on purpose (it is not a test)::
 
@@ -7,27 +7,32 @@ Run on purpose (it is not a test)::
 
 ``sandbus devcluster`` runs as its own process at 0 ms per write; this process is only the
 client, so its CPU time (``time.process_time``) over a stretch of calls is what the client
-spends on them. One call at a time, as a worker's write waits for its answer, three ways:
+spends on them. One call at a time, as a worker's write waits for its answer, four ways:
 
 - **call_api**: :class:`KubeApi` sending through kubernetes_asyncio's ``ApiClient.call_api``
   with ``_preload_content=False`` (``via_call_api=True``), as every write went before the lean
   path: it walks the body and the parameters (``sanitize_for_serialization``,
   ``parameters_to_tuples``), dumps the JSON and builds the request in its REST client;
-- **lean**: :class:`KubeApi` as the workers use it: the body encoded by msgspec and sent with
-  the ``ApiClient``'s own aiohttp session, with its headers and its token;
+- **aiohttp lean**: :class:`KubeApi` with ``via_aiohttp=True``: the body encoded by msgspec
+  and sent with the ``ApiClient``'s own aiohttp session, with its headers and its token (as
+  the workers sent their writes before the http1 transport; still the way through a proxy);
+- **http1 lean**: :class:`KubeApi` as the workers use it: the same headers and body, sent over
+  the lean HTTP/1.1 connection pool of ``services/runtime/http1.py``;
 - **floor**: the same requests from a bare aiohttp session with the headers, URLs and bodies
   encoded before the clock starts, each answer read and decoded by msgspec: what any Python
-  client on aiohttp must spend.
+  client on aiohttp must spend (the http1 transport is below it).
 
-Both ``KubeApi`` rows share one ``ApiClient`` made as the services make theirs
+The three ``KubeApi`` rows share one ``ApiClient`` made as the services make theirs
 (``new_api_client`` from the kubeconfig the cluster wrote), and go through the same
-``KubeApi._json`` (timeouts, error mapping, decoding), so their difference is the transport
-alone. The calls are ``--calls`` JSON merge patches of one ConfigMap (an annotation and a data
-key that change with every call, as a worker's patch changes something), and as many creates
-of ConfigMaps (deleted again, unmeasured, after each stretch); the three ways take turns for
-``--rounds`` rounds, after a warm-up of each, and each figure is the median of its rounds, in
-microseconds of client CPU per call. Wall time per call is shown too, but the cluster's own
-CPU is in it (client and cluster share the machine's cores).
+``KubeApi._json`` (timeouts, error mapping, decoding), so the differences between them are
+the ways of sending alone. The calls are ``--calls`` JSON merge patches of one ConfigMap (an
+annotation and a data key that change with every call, as a worker's patch changes something),
+and as many creates of ConfigMaps (deleted again, unmeasured, after each stretch); the ways
+take turns for ``--rounds`` rounds, after a warm-up of each, and each figure is the median of
+its rounds, in microseconds of client CPU per call. A second table repeats the calls with
+aiohttp's session and the http1 pool replaced by a stub that answers at once: the Python each
+way runs above its HTTP client. Wall time per call is shown too, but the cluster's own CPU is
+in it (client and cluster share the machine's cores).
 
 The Markdown table goes to stdout; progress to stderr.
 """
@@ -58,8 +63,8 @@ from services.runtime.kubeclient import ApiClient, Configuration, kube_config, n
 NAMESPACE = "default"
 CONFIGMAPS = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
 FIELD_MANAGER = "bench-kube-client"
-WAYS = ("call-api", "lean", "floor")
-"""The three ways, in the table's order (a ConfigMap name takes no underscore)."""
+WAYS = ("call-api", "aiohttp", "http1", "floor")
+"""The four ways, in the table's order (a ConfigMap name takes no underscore)."""
 OPERATIONS = ("merge patch", "create")
 
 
@@ -123,6 +128,13 @@ class Canned:
 
     def release(self) -> None:
         pass
+
+
+class CannedPool(Canned):
+    """The same in the http1 pool's place."""
+
+    async def request(self, *args: Any, **kwargs: Any) -> Any:
+        return self.status, self.reason, self.body
 
 
 Calls = list[Callable[[], Awaitable[Any]]]
@@ -229,18 +241,25 @@ async def rounds(
 
 
 async def measure(kubeconfig: Path, args: argparse.Namespace) -> tuple[list[Way], list[Way]]:
-    """The three ways against the cluster, then again with aiohttp's session canned."""
+    """The four ways against the cluster, then again with the HTTP clients canned."""
     client = await api_client(kubeconfig)
     lean = KubeApi(client, field_manager=FIELD_MANAGER)
+    assert lean._pool is not None, "the http1 transport is not in use"
+    on_aiohttp = KubeApi(client, field_manager=FIELD_MANAGER, via_aiohttp=True)
     old = KubeApi(client, field_manager=FIELD_MANAGER, via_call_api=True)
     # The floor sends what the ApiClient sends: its User-Agent and token.
     headers = dict(client.default_headers)
     await client.update_params_for_auth(headers, [], ["BearerToken"])
     floor = Floor(str(client.configuration.host), headers)
-    session, bare = client.rest_client.pool_manager, floor.session
+    session, bare, pool = client.rest_client.pool_manager, floor.session, lean._pool
 
     def ways() -> list[Way]:
-        return [kube_way(WAYS[0], old), kube_way(WAYS[1], lean), floor_way(floor)]
+        return [
+            kube_way(WAYS[0], old),
+            kube_way(WAYS[1], on_aiohttp),
+            kube_way(WAYS[2], lean),
+            floor_way(floor),
+        ]
 
     try:
         await lean.create(config_map("patched"))
@@ -248,10 +267,11 @@ async def measure(kubeconfig: Path, args: argparse.Namespace) -> tuple[list[Way]
         await rounds(served, args, floor)
         answer = msgspec.json.encode(await lean.get(ObjectKey("ConfigMap", NAMESPACE, "patched")))
         client.rest_client.pool_manager = floor.session = Canned(answer)
+        lean._pool = CannedPool(answer)  # type: ignore[assignment]
         canned = ways()
         await rounds(canned, args, floor, canned=True)
     finally:
-        client.rest_client.pool_manager, floor.session = session, bare
+        client.rest_client.pool_manager, floor.session, lean._pool = session, bare, pool
         await floor.session.close()
         await client.close()
     return served, canned
@@ -266,26 +286,31 @@ def report(served: list[Way], canned: list[Way], args: argparse.Namespace) -> No
         f"\nClient CPU per call, µs (median of {args.rounds} rounds of {args.calls} calls, "
         "one at a time, `sandbus devcluster` at 0 ms per write)\n"
     )
-    print("| operation | call_api | lean | floor | call_api / lean | lean / floor |")
-    print("|---|---:|---:|---:|---:|---:|")
+    columns = "| operation | call_api | aiohttp lean | http1 lean | floor |"
+    print(f"{columns} call_api / aiohttp | aiohttp / http1 | http1 / floor |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for operation in OPERATIONS:
-        old, lean, floor = (median(served, name, operation) for name in WAYS)
+        old, aiohttp_lean, lean, floor = (median(served, name, operation) for name in WAYS)
         print(
-            f"| {operation} | {old:.0f} | {lean:.0f} | {floor:.0f} | {old / lean:.2f}x "
-            f"| {lean / floor:.2f}x |"
+            f"| {operation} | {old:.0f} | {aiohttp_lean:.0f} | {lean:.0f} | {floor:.0f} "
+            f"| {old / aiohttp_lean:.2f}x | {aiohttp_lean / lean:.2f}x | {lean / floor:.2f}x |"
         )
     print(
-        "\nThe Python above aiohttp, µs of CPU per call: the same calls with aiohttp's session "
-        "replaced by a stub that answers at once (the floor: awaiting it, reading and decoding)\n"
+        "\nThe Python above the HTTP client, µs of CPU per call: the same calls with aiohttp's "
+        "session and the http1 pool replaced by a stub that answers at once (the floor: awaiting "
+        "it, reading and decoding)\n"
     )
-    print("| operation | call_api | lean | floor | call_api - lean |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"{columns} call_api - aiohttp lean |")
+    print("|---|---:|---:|---:|---:|---:|")
     for operation in OPERATIONS:
-        old, lean, floor = (median(canned, name, operation) for name in WAYS)
-        print(f"| {operation} | {old:.1f} | {lean:.1f} | {floor:.1f} | {old - lean:.1f} |")
+        old, aiohttp_lean, lean, floor = (median(canned, name, operation) for name in WAYS)
+        print(
+            f"| {operation} | {old:.1f} | {aiohttp_lean:.1f} | {lean:.1f} | {floor:.1f} "
+            f"| {old - aiohttp_lean:.1f} |"
+        )
     print("\nWall time per call, µs (the cluster's CPU included)\n")
-    print("| operation | call_api | lean | floor |")
-    print("|---|---:|---:|---:|")
+    print(columns)
+    print("|---|---:|---:|---:|---:|")
     for operation in OPERATIONS:
         cells = " | ".join(f"{median(served, name, operation, wall=True):.0f}" for name in WAYS)
         print(f"| {operation} | {cells} |")

@@ -6,7 +6,8 @@ instead of decoding every message::
 
     sandbus.events.<kind>.<namespace>.<name>             observed changes (the event log)
     sandbus.decisions.<worker>.<kind>.<namespace>.<name> worker decisions (also the event log)
-    sandbus.state.<kind>.<namespace>.<name>              latest event per object (the state table)
+    sandbus.state.<kind>.<namespace>.<name>              latest event per object (the state table,
+                                                         copied by the server from the event log)
     sandbus.warm.<namespace>.<template-hash>.<pool>.<node>.<sandbox>  warm-queue entries
     sandbus.memo.<worker>.<kind>.<namespace>.<name>      a worker's memory of one key
     sandbus.memo.<worker>.replica.<identity>             a live replica's heartbeat
@@ -36,6 +37,7 @@ __all__ = [
     "EMPTY_TOKEN",
     "EVENT_LOG_SUBJECTS",
     "MEMO_SUBJECTS",
+    "OBSERVED_SUBJECTS",
     "ROOT",
     "STATE_SUBJECTS",
     "WARM_SUBJECTS",
@@ -75,7 +77,9 @@ WARM = f"{ROOT}.warm"
 DLQ = f"{ROOT}.dlq"
 MEMO = f"{ROOT}.memo"
 
-EVENT_LOG_SUBJECTS: tuple[str, ...] = (f"{EVENTS}.>", f"{DECISIONS}.>")
+OBSERVED_SUBJECTS: tuple[str, ...] = (f"{EVENTS}.>",)
+"""The watcher's part of the event log: observed changes (the state table is derived from it)."""
+EVENT_LOG_SUBJECTS: tuple[str, ...] = (*OBSERVED_SUBJECTS, f"{DECISIONS}.>")
 """What the event-log stream stores: observed changes and decisions, in one order."""
 STATE_SUBJECTS: tuple[str, ...] = (f"{STATE}.>",)
 WARM_SUBJECTS: tuple[str, ...] = (f"{WARM}.>",)

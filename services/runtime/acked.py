@@ -33,7 +33,6 @@ from nats.js.errors import APIError, NoStreamResponseError
 __all__ = ["AckedPublisher"]
 
 _EXPECTED_STREAM = "Nats-Expected-Stream"
-_MSG_TTL = "Nats-TTL"
 _NO_RESPONDERS = "503"
 
 
@@ -66,7 +65,6 @@ class AckedPublisher:
         timeout: float,  # noqa: ASYNC109 (as nats-py's publish: a timer per answer)
         stream: str | None = None,
         headers: dict[str, str] | None = None,
-        msg_ttl: float | None = None,
     ) -> PubAck:
         if self._subscribing is None:
             # A future of its own, which a cancelled publish does not cancel: close() finds the
@@ -83,8 +81,6 @@ class AckedPublisher:
         headers = dict(headers or {})
         if stream is not None:
             headers[_EXPECTED_STREAM] = stream
-        if msg_ttl is not None:
-            headers[_MSG_TTL] = str(int(msg_ttl))
         loop = asyncio.get_running_loop()
         token = str(next(self._tokens))
         answer: asyncio.Future[PubAck] = loop.create_future()

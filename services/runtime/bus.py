@@ -11,11 +11,17 @@ Streams (names in :class:`BusConfig`; subjects from :mod:`events.subjects`):
 ``SANDBUS_STATE`` — the state table, ``sandbus.state.>``
     One message per subject (``max_msgs_per_subject=1``): the latest event of every object,
     which workers read on start instead of relisting and the watcher diffs a relist against.
-    A stream rather than a KV bucket because its subjects follow the same scheme and filters
-    as the event log and its messages are the same CloudEvents, so one decoder and one filter
-    builder serve both. Per-message TTL is allowed so that a deletion can stay as a tombstone
-    (the watcher must know an object was deleted, not just not seen) and still expire instead
-    of accumulating one message per name ever used.
+    Nobody publishes to it: the server derives it from the event log, sourcing
+    ``sandbus.events.>`` with the subject transform ``sandbus.events.>`` → ``sandbus.state.>``,
+    so every observed change is written once (by the watcher, to the log) and the table can
+    never hold a state the log does not. Sourcing keeps the log's order and marks each copy
+    with its log sequence (the ``Nats-Stream-Source`` header, :func:`source_sequence`); the
+    table lags the log by the server's copying, which readers that need both account for. A
+    deletion stays as a tombstone (the watcher must know an object was deleted, not just not
+    seen) until the watcher removes it after ``state_tombstone_ttl``
+    (:mod:`services.watcher.tombstones`). A stream rather than a KV bucket because its subjects
+    follow the same scheme and filters as the event log and its messages are the same
+    CloudEvents, so one decoder and one filter builder serve both.
 ``SANDBUS_WARM`` — the warm queues, ``sandbus.warm.>``
     Work-queue retention with ``max_msgs_per_subject=1``, ``discard=new`` and
     ``discard_new_per_subject``: a second entry for the same sandbox is refused with error
@@ -48,20 +54,29 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, PubAck, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    DiscardPolicy,
+    PubAck,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+    StreamSource,
+    SubjectTransform,
+)
 from nats.js.errors import APIError, NotFoundError
 
-from events.codec import encode_event, nats_subject, state_table_subject
+from events.codec import encode_event, nats_subject
 from events.headers import dead_letter_headers, event_headers
 from events.subjects import (
     DEAD_LETTER_SUBJECTS,
     EVENT_LOG_SUBJECTS,
     MEMO_SUBJECTS,
+    OBSERVED_SUBJECTS,
     STATE_SUBJECTS,
     WARM_SUBJECTS,
     dead_letter_subject,
 )
-from events.types import DecisionMade, ObjectDeleted, ObjectEvent, WarmQueued
+from events.types import DecisionMade, ObjectEvent, WarmQueued
 from services.runtime.settings import setting
 
 __all__ = [
@@ -73,6 +88,7 @@ __all__ = [
     "ensure_bus",
     "publish_dead_letter",
     "publish_event",
+    "source_sequence",
 ]
 
 ERR_MAX_MSGS_PER_SUBJECT: Final = 10077
@@ -102,7 +118,8 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     state_stream: StreamName = "SANDBUS_STATE"
     state_tombstone_ttl: Annotated[int, msgspec.Meta(ge=1)] = 86_400
-    """Seconds a deletion stays in the state table (per-message TTLs are whole seconds)."""
+    """Seconds a deletion stays in the state table, and a forgotten key's null record in the
+    memo stream (per-message TTLs are whole seconds)."""
 
     warm_stream: StreamName = "SANDBUS_WARM"
 
@@ -180,6 +197,8 @@ class _Stream:
     direct: bool = False
     """Direct get: "the last message of this subject" is one request."""
     message_ttl: bool = False
+    derived_from_log: bool = False
+    """No subjects of its own: the server copies the event log's observed changes into it."""
 
 
 _STREAMS: Final = (
@@ -192,11 +211,14 @@ _STREAMS: Final = (
     ),
     _Stream(
         lambda config: config.state_stream,
-        "sandbus state table: the latest event per object",
-        STATE_SUBJECTS,
+        "sandbus state table: the latest event per object, derived from the event log",
+        (),
         last_per_subject=True,
         direct=True,
+        # Not used any more (the watcher removes tombstones), but a stream's per-message TTL
+        # can only be turned on: a bus provisioned before keeps it, so the desired config does.
         message_ttl=True,
+        derived_from_log=True,
     ),
     _Stream(
         lambda config: config.warm_stream,
@@ -220,6 +242,28 @@ _STREAMS: Final = (
         message_ttl=True,
     ),
 )
+
+
+def _log_source(config: BusConfig) -> StreamSource:
+    """The state table's one source: the event log's observed changes, under state subjects."""
+    (observed,) = OBSERVED_SUBJECTS
+    (state,) = STATE_SUBJECTS
+    return StreamSource(
+        name=config.event_log_stream,
+        subject_transforms=[SubjectTransform(src=observed, dest=state)],
+    )
+
+
+SOURCE_HEADER: Final = "Nats-Stream-Source"
+"""On a sourced message: ``<origin stream> <origin sequence> <filter> <transform> …``."""
+
+
+def source_sequence(headers: Mapping[str, str] | None) -> int | None:
+    """The event-log sequence a state-table message was copied from, or None for a message
+    that was not sourced (written by a watcher before the table was derived)."""
+    value = (headers or {}).get(SOURCE_HEADER, "")
+    tokens = value.split(" ", 2)
+    return int(tokens[1]) if len(tokens) > 1 and tokens[1].isdigit() else None
 
 
 def stream_configs(config: BusConfig) -> list[StreamConfig]:
@@ -247,6 +291,7 @@ def stream_configs(config: BusConfig) -> list[StreamConfig]:
                 max_msgs_per_subject=1 if stream.last_per_subject else -1,
                 allow_direct=stream.direct,
                 allow_msg_ttl=stream.message_ttl,
+                sources=[_log_source(config)] if stream.derived_from_log else None,
                 storage=storage,
                 num_replicas=config.replicas,
                 duplicate_window=config.duplicate_window,
@@ -271,6 +316,7 @@ _COMPARED: Final = (
     "duplicate_window",
     "allow_direct",
     "allow_msg_ttl",
+    "sources",
 )
 
 
@@ -279,6 +325,15 @@ def _normalized(field: str, value: Any) -> Any:
         return value.value
     if field == "subjects":
         return sorted(value or [])
+    if field == "sources":
+        return sorted(
+            (
+                source.name,
+                tuple((t.src, t.dest) for t in source.subject_transforms or ()),
+                source.filter_subject or None,
+            )
+            for source in value or ()
+        )
     if field in ("allow_direct", "allow_msg_ttl", "discard_new_per_subject"):
         return bool(value)
     if field in ("max_age", "duplicate_window"):
@@ -297,6 +352,17 @@ def config_differences(desired: StreamConfig, actual: StreamConfig) -> list[str]
 
 
 # --- provisioning ------------------------------------------------------------------------
+
+
+async def _sourcing_from_now(js: JetStreamContext, desired: StreamConfig) -> StreamConfig:
+    """A state table that a watcher wrote itself (before the server derived it) already holds
+    the latest state of every object: its source starts after the log's last message, instead
+    of copying the whole log again, older states first, over the newer ones it holds."""
+    sources = []
+    for source in desired.sources or ():
+        last = (await js.stream_info(source.name)).state.last_seq
+        sources.append(dataclasses.replace(source, opt_start_seq=last + 1))
+    return dataclasses.replace(desired, sources=sources)
 
 
 async def _ensure_stream(js: JetStreamContext, desired: StreamConfig) -> StreamChange:
@@ -320,6 +386,8 @@ async def _ensure_stream(js: JetStreamContext, desired: StreamConfig) -> StreamC
     differences = config_differences(desired, info.config)
     if not differences:
         return "unchanged"
+    if desired.sources and not info.config.sources:
+        desired = await _sourcing_from_now(js, desired)
     try:
         await js.update_stream(desired)
     except APIError as error:
@@ -366,32 +434,6 @@ async def publish_event(
         timeout=ack_timeout,
         stream=config.event_log_stream,
         headers=headers,
-    )
-
-
-async def put_state(
-    js: JetStreamContext,
-    event: ObjectEvent,
-    config: BusConfig | None = None,
-    *,
-    ack_timeout: float | None = None,
-) -> PubAck:
-    """Make ``event`` the latest state of its object in the state table.
-
-    A deletion is kept as a tombstone that expires after ``state_tombstone_ttl``. No dedup
-    id: the subject holds one message, so writing the same state twice changes nothing.
-    """
-    config = config or BusConfig()
-    ttl = config.state_tombstone_ttl if isinstance(event, ObjectDeleted) else None
-    return await js.publish(
-        state_table_subject(event),
-        encode_event(event),
-        timeout=ack_timeout,
-        stream=config.state_stream,
-        headers=event_headers(
-            event.id, traceparent=event.traceparent, tracestate=event.tracestate, dedup=False
-        ),
-        msg_ttl=ttl,
     )
 
 

@@ -15,10 +15,7 @@ Use::
             await lease.wait_leading()
             ...  # act while lease.is_leader(); lease.wait_lost() returns when that ends
 
-Leaving the block stops the loop and releases the Lease if this replica holds it. A service
-that keeps state on the Lease passes ``annotations``, called at every renewal and at the
-release, and reads its predecessor's in :attr:`LeaseElector.inherited_annotations` once it
-leads (the watcher keeps its event-log low-water mark there).
+Leaving the block stops the loop and releases the Lease if this replica holds it.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -39,7 +36,6 @@ from services.runtime.lease import (
     LeaseTimings,
     Observation,
     acquired_lease,
-    annotations_of,
     holder_of,
     leader_until,
     next_action,
@@ -56,10 +52,6 @@ _RELEASE_PATIENCE = 5.0
 log = logging.getLogger(__name__)
 
 
-def _no_annotations() -> Mapping[str, str]:
-    return {}
-
-
 class LeaseElector:
     """One replica's side of the election for the Lease ``namespace/name``."""
 
@@ -71,7 +63,6 @@ class LeaseElector:
         name: str,
         identity: str,
         timings: LeaseTimings | None = None,
-        annotations: Callable[[], Mapping[str, str]] = _no_annotations,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
@@ -79,8 +70,6 @@ class LeaseElector:
         self.name = name
         self.identity = identity
         self.timings = timings or LeaseTimings()
-        self.annotations = annotations
-        """What each renewal and the release record on the Lease (other keys are kept)."""
         self._clock = clock
         self._key = ObjectKey("Lease", namespace, name)
         self._lease: dict[str, Any] | None = None
@@ -88,8 +77,6 @@ class LeaseElector:
         self._leading_until = 0.0
         self._changed = asyncio.Event()
         self._entered: contextlib.AbstractAsyncContextManager[LeaseElector] | None = None
-        self.inherited_annotations: dict[str, str] = {}
-        """The annotations on the Lease when this replica last acquired it: its predecessor's."""
         self.transitions = 0
         """How many times this replica became leader."""
         self.standing_by_for: str | None = None
@@ -179,9 +166,7 @@ class LeaseElector:
         held = self._lease if self.is_leader() else None
         if held is not None and holder_of(held) == self.identity:
             # Renew straight from our last write: its resourceVersion is the precondition.
-            written = await self._kube.replace(
-                renewed_lease(held, now=now, annotations=self.annotations())
-            )
+            written = await self._kube.replace(renewed_lease(held, now=now))
             self._won(started, written, renewal=True)
             return
         lease = await self._read()
@@ -194,14 +179,10 @@ class LeaseElector:
             return
         if action == "renew":
             # The Lease names us but we do not lead: a previous run of this replica (same
-            # identity) held it. Taking it back is an acquisition, with that run's state.
+            # identity) held it. Taking it back is an acquisition.
             assert lease is not None
             renewal = self.is_leader()
-            written = await self._kube.replace(
-                renewed_lease(lease, now=now, annotations=self.annotations())
-            )
-            if not renewal:
-                self.inherited_annotations = annotations_of(lease)
+            written = await self._kube.replace(renewed_lease(lease, now=now))
             self._won(started, written, renewal=renewal)
             return
         body = acquired_lease(
@@ -216,7 +197,6 @@ class LeaseElector:
             written = await self._kube.create(body)
         else:
             written = await self._kube.replace(body)
-        self.inherited_annotations = annotations_of(lease)
         self._won(started, written, renewal=False)
 
     async def _read(self) -> dict[str, Any] | None:
@@ -283,4 +263,4 @@ class LeaseElector:
             log.warning("releasing lease %s/%s failed: %r", self.namespace, self.name, error)
 
     def _released(self, lease: dict[str, Any]) -> dict[str, Any]:
-        return released_lease(lease, now=datetime.now(UTC), annotations=self.annotations())
+        return released_lease(lease, now=datetime.now(UTC))

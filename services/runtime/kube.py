@@ -1,5 +1,5 @@
-"""The one Kubernetes client of sandbus: plain JSON in and out, over kubernetes_asyncio's
-``ApiClient``'s HTTP session, for the workers' writes, the watcher's lists and watches, and the
+"""The one Kubernetes client of sandbus: plain JSON in and out, with kubernetes_asyncio's
+``ApiClient``'s settings, for the workers' writes, the watcher's lists and watches, and the
 Lease.
 
 Why not the generated per-kind APIs and models. The objects travel as JSON dicts everywhere
@@ -10,14 +10,20 @@ does only what it is good at (kubeconfig, TLS, tokens) and every call here reads
 and decodes it with msgspec. Nor does a request go through its ``call_api``, which walks the
 body and the parameters, dumps the JSON and builds the request anew on every call: about two
 thirds of the Python a write runs above aiohttp, a sixth of the client's CPU per write with
-aiohttp's share (bench/kube_client_cost.py). :meth:`KubeApi._send` sends over the
-``ApiClient``'s own session (its TLS context, client certificate, proxy and SNI name) with the
-headers ``call_api`` would send and the token it would ask for before each request. The
-generated ``patch_*`` methods send a dict as json-patch (custom objects) or
-strategic-merge-patch (built-in kinds); :meth:`KubeApi.patch` always sends a JSON merge patch,
-which every kind accepts. And ``watch.Watch`` hides the cases the watcher must tell apart
-(docs/devcluster.md §3): it swallows a clean end by reconnecting with a stale resourceVersion,
-retries a 410 once with the same stale version, and lets an aborted stream escape as
+aiohttp's share (bench/kube_client_cost.py). A request carries the headers ``call_api`` would
+send and the token it would ask for before each request. Nor does a request (anything but an
+exec) go through aiohttp, whose per-request machinery is most of the client's CPU per write,
+and whose streaming machinery a good part of the watcher's per event:
+:mod:`services.runtime.http1` sends a one-shot JSON request over a pool of keep-alive
+connections with the ``ApiClient``'s TLS context (its client certificate), SNI name and
+connection limit, closed with the ``ApiClient``, and a watch on a connection of its own with
+the same settings. Through a proxy, :meth:`KubeApi._send` sends both over the ``ApiClient``'s
+aiohttp session instead; an exec goes over that session's connector. The generated
+``patch_*`` methods send a dict as json-patch (custom objects) or strategic-merge-patch
+(built-in kinds); :meth:`KubeApi.patch` always sends a JSON merge patch, which every kind
+accepts. And ``watch.Watch`` hides the cases the watcher must tell apart (docs/devcluster.md
+§3): it swallows a clean end by reconnecting with a stale resourceVersion, retries a 410 once
+with the same stale version, and lets an aborted stream escape as
 ``aiohttp.ClientPayloadError``; :meth:`KubeApi.watch` reads the lines itself.
 
 One exception type. Every call raises :class:`KubeError` and nothing else, so a caller
@@ -29,8 +35,9 @@ the API server answered with a failure status      ``status`` the HTTP code, ``r
                                                    AlreadyExists, Conflict, Invalid...);
                                                    :class:`Expired` for 410 Gone
 no answer: connection refused or reset, the        ``status`` 0, ``reason`` ``Unreachable``
-server disconnected, DNS, TLS (any
-``aiohttp.ClientError`` or ``OSError``)
+server disconnected, DNS, TLS, a malformed
+answer (any ``aiohttp.ClientError`` or
+``OSError``)
 no answer within the request timeout               ``status`` 0, ``reason`` ``Timeout``
 a watch stream that broke mid-way, or stalled      :class:`StreamBroken`, :class:`StreamStalled`
                                                    (``status`` 0)
@@ -60,12 +67,14 @@ and writes (the watcher's selection of what it watches is built on it,
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import http
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import msgspec
@@ -73,6 +82,7 @@ import msgspec
 from api.kinds import ALL_KINDS
 from api.objects import Json
 from events.envelope import ObjectKey
+from services.runtime import http1
 from services.runtime.kubeclient import ApiClient, ApiException
 
 __all__ = [
@@ -257,45 +267,66 @@ def _decode(raw: bytes) -> Any:
 
 
 class WatchStream:
-    """The lines of one watch response."""
+    """The lines of one watch response, whose body ``read`` gives as it arrives (``b""`` at its
+    end): :meth:`http1.Stream.read <services.runtime.http1.Stream.read>`, or the ``readany`` of
+    an aiohttp response's content."""
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-        self._buffer = bytearray()
+    def __init__(self, read: Callable[[], Awaitable[bytes]]) -> None:
+        self._read = read
+        self._lines: collections.deque[bytes] = collections.deque()
+        """Complete lines read, not yet taken."""
+        self._partial: list[bytes] = []
+        """The start of the next line, in the pieces it came in."""
+        self._partial_size = 0
         self._eof = False
 
     async def _read_line(self) -> bytes | None:
-        while True:
-            end = self._buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self._buffer[:end])
-                del self._buffer[: end + 1]
-                return line
+        """The next line, without its newline; None at the end of the stream."""
+        lines = self._lines
+        partial = self._partial
+        while not lines:
             if self._eof:
-                if self._buffer.strip():
-                    raise StreamBroken("the watch stream ended in the middle of a line")
                 return None
-            if len(self._buffer) > _MAX_LINE:
-                raise StreamBroken(f"a watch line exceeded {_MAX_LINE} bytes")
             try:
-                chunk = await self._response.content.readany()
+                chunk = await self._read()
             except (aiohttp.ClientError, OSError) as error:
                 raise StreamBroken(f"the watch stream broke: {error!r}") from error
             if not chunk:
                 self._eof = True
+                if b"".join(partial).strip():
+                    raise StreamBroken("the watch stream ended in the middle of a line")
+                partial.clear()
+                return None
+            if b"\n" not in chunk:
+                partial.append(chunk)
+                self._partial_size += len(chunk)
             else:
-                self._buffer += chunk
+                if partial:
+                    partial.append(chunk)
+                    chunk = b"".join(partial)
+                    partial.clear()
+                *complete, rest = chunk.split(b"\n")
+                lines.extend(complete)
+                if rest:
+                    partial.append(rest)
+                self._partial_size = len(rest)
+            if self._partial_size > _MAX_LINE:
+                raise StreamBroken(f"a watch line exceeded {_MAX_LINE} bytes")
+        return lines.popleft()
 
     async def next_event(self, inactivity_limit: float) -> dict[str, Any] | None:
         """The next event (BOOKMARKs included), or None when the server ended the stream."""
         while True:
-            try:
-                async with asyncio.timeout(inactivity_limit):
-                    line = await self._read_line()
-            except TimeoutError:
-                raise StreamStalled(
-                    f"no watch event or bookmark for {inactivity_limit:g} s"
-                ) from None
+            if self._lines:  # read already: no wait to bound
+                line: bytes | None = self._lines.popleft()
+            else:
+                try:
+                    async with asyncio.timeout(inactivity_limit):
+                        line = await self._read_line()
+                except TimeoutError:
+                    raise StreamStalled(
+                        f"no watch event or bookmark for {inactivity_limit:g} s"
+                    ) from None
             if line is None:
                 return None
             if not line.strip():
@@ -369,7 +400,9 @@ class KubeApi:
 
     ``field_manager`` names the writer in ``managedFields`` (sent with every create, patch
     and replace when set). ``via_call_api`` sends every request through kubernetes_asyncio's
-    ``call_api``, as all went before :meth:`_send` sent them itself: only for measuring the two
+    ``call_api``, as all went before :meth:`_send` sent them itself; ``via_aiohttp`` sends the
+    requests and watches over the ``ApiClient``'s aiohttp session, as all went before
+    :mod:`services.runtime.http1` carried them: both only for measuring the ways
     (bench/kube_client_cost.py) and comparing them in tests.
     """
 
@@ -380,6 +413,7 @@ class KubeApi:
         field_manager: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         via_call_api: bool = False,
+        via_aiohttp: bool = False,
     ) -> None:
         if request_timeout <= 0:
             raise ValueError("the request timeout must be positive")
@@ -387,6 +421,9 @@ class KubeApi:
         self.field_manager = field_manager
         self.request_timeout = request_timeout
         self._via_call_api = via_call_api
+        self._pool = None if via_call_api or via_aiohttp else _http1_pool(api_client)
+        # The path of the configured host (an API server behind a path prefix), before ours.
+        self._prefix = urlsplit(str(api_client.configuration.host)).path.rstrip("/")
         rest = api_client.rest_client
         # What kubernetes_asyncio's REST client adds to every request, fixed when it was made.
         self._options: dict[str, Any] = {
@@ -428,8 +465,10 @@ class KubeApi:
         and the token its ``update_params_for_auth`` gives now, which runs the configuration's
         ``refresh_api_key_hook`` first (the in-cluster token re-read from its file) and reads
         the token that an exec plugin's ``config.refresh_token`` may have replaced; over its
-        session, with its proxy and SNI name. ``write``: a create, patch or replace, which
-        names :attr:`field_manager`."""
+        session, with its proxy and SNI name. For every request and watch through a proxy (or
+        ``via_aiohttp``); :meth:`_json` and :meth:`watch` send the others over
+        :mod:`services.runtime.http1`. ``write``: a create, patch or replace, which names
+        :attr:`field_manager`."""
         client = self._client
         if self._via_call_api:
             response: aiohttp.ClientResponse = await client.call_api(
@@ -443,18 +482,30 @@ class KubeApi:
                 _request_timeout=client_timeout,
             )
             return response
+        headers, target = await self._prepare(path, query, write, content_type)
+        data = None if body is None else _encoder.encode(body)
+        return await client.rest_client.pool_manager.request(
+            method,
+            f"{client.configuration.host}{target}",
+            headers=headers,
+            data=data,
+            timeout=client_timeout,
+            **self._options,
+        )
+
+    async def _prepare(
+        self, path: str, query: list[tuple[str, str]] | None, write: bool, content_type: str
+    ) -> tuple[dict[str, str], str]:
+        """The headers of a request and its path with the query string."""
         headers = {"Accept": JSON, "Content-Type": content_type}
         credentials: list[tuple[str, str]] = []  # were the token configured to go in the query
         await self._add_client_headers(headers, credentials)
-        url = f"{client.configuration.host}{path}"
         if write and not credentials:
-            url += self._write_query
-        elif write or query or credentials:
-            url += f"?{urlencode([*(self._writing() if write else query or ()), *credentials])}"
-        data = None if body is None else _encoder.encode(body)
-        return await client.rest_client.pool_manager.request(
-            method, url, headers=headers, data=data, timeout=client_timeout, **self._options
-        )
+            return headers, path + self._write_query
+        if write or query or credentials:
+            pairs = [*(self._writing() if write else query or ()), *credentials]
+            return headers, f"{path}?{urlencode(pairs)}"
+        return headers, path
 
     async def _add_client_headers(
         self, headers: dict[str, str], query: list[tuple[str, str]]
@@ -480,30 +531,38 @@ class KubeApi:
     ) -> Json:
         what = f"{method} {path}"
         timeout = self.request_timeout
+        pool = self._pool
         with _answered(what, timeout):
-            # asyncio's bound covers what aiohttp's does not (a token refresh before sending).
+            # The one bound of the lean transport; for aiohttp, it also covers what its own
+            # does not (a token refresh before sending).
             async with asyncio.timeout(timeout):
-                response = await self._send(
-                    method,
-                    path,
-                    query=query,
-                    write=write,
-                    body=body,
-                    content_type=content_type,
-                    client_timeout=aiohttp.ClientTimeout(total=timeout),
-                )
-                try:
-                    raw = await response.read()
-                finally:
-                    response.release()
+                if pool is not None:
+                    headers, target = await self._prepare(path, query, write, content_type)
+                    data = None if body is None else _encoder.encode(body)
+                    status, reason, raw = await pool.request(
+                        method, self._prefix + target, headers, data
+                    )
+                else:
+                    response = await self._send(
+                        method,
+                        path,
+                        query=query,
+                        write=write,
+                        body=body,
+                        content_type=content_type,
+                        client_timeout=aiohttp.ClientTimeout(total=timeout),
+                    )
+                    try:
+                        raw = await response.read()
+                    finally:
+                        response.release()
+                    status, reason = response.status, response.reason or ""
         decoded = _decode(raw)
-        if not 200 <= response.status <= 299:
-            raise KubeError.from_status(
-                response.status, decoded, reason=response.reason or "", raw=raw
-            )
+        if not 200 <= status <= 299:
+            raise KubeError.from_status(status, decoded, reason=reason, raw=raw)
         if not isinstance(decoded, dict):
             raise KubeError(
-                response.status, "BadResponse", f"{what} answered {raw[:_SHOWN]!r}, not an object"
+                status, "BadResponse", f"{what} answered {raw[:_SHOWN]!r}, not an object"
             )
         return decoded
 
@@ -677,7 +736,8 @@ class KubeApi:
         namespace: str | None = None,
     ) -> AsyncIterator[WatchStream]:
         """A watch from ``resource_version`` with bookmarks; the server ends it cleanly after
-        ``timeout_seconds``."""
+        ``timeout_seconds``. On a connection of its own from :mod:`services.runtime.http1`,
+        or over the ``ApiClient``'s aiohttp session through a proxy (or ``via_aiohttp``)."""
         query = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
@@ -689,6 +749,24 @@ class KubeApi:
         path = resource_for(kind).path(namespace)
         what = f"watch {path}"
         bound = self.request_timeout
+        pool = self._pool
+        if pool is not None:
+            # Bounded until the answer's head came (a failure's whole answer); then the stream
+            # is not, as over aiohttp.
+            with _answered(what, bound):
+                async with asyncio.timeout(bound):
+                    headers, target = await self._prepare(path, query, False, JSON)
+                    stream = await pool.stream(self._prefix + target, headers)
+            try:
+                if stream.status != 200:
+                    raw = stream.body
+                    raise KubeError.from_status(
+                        stream.status, _decode(raw), reason=stream.reason, raw=raw
+                    )
+                yield WatchStream(stream.read)
+            finally:
+                stream.close()
+            return
         # No total timeout for the stream: only connecting and the response headers are bounded.
         timeout = aiohttp.ClientTimeout(total=None, connect=bound, sock_connect=bound)
         with _answered(what, bound):
@@ -710,9 +788,45 @@ class KubeApi:
                 raise KubeError.from_status(
                     response.status, _decode(raw), reason=response.reason or "", raw=raw
                 )
-            yield WatchStream(response)
+            yield WatchStream(response.content.readany)
         finally:
             response.close()
+
+
+def _http1_pool(client: ApiClient) -> http1.Pool | None:
+    """The lean transport of ``client``'s requests and watches: one pool per ``ApiClient``, with
+    its TLS context, SNI name and connection limit, closed when it is. None when they must go
+    over its aiohttp session: through a proxy, or to a host that is not a plain http(s) URL."""
+    rest = client.rest_client
+    pool: http1.Pool | None = getattr(rest, "sandbus_http1", None)
+    if pool is not None or rest.proxy:
+        return pool
+    url = urlsplit(str(client.configuration.host))
+    connector = rest.pool_manager.connector
+    context = getattr(connector, "_ssl", None)  # the SSLContext kubernetes_asyncio made
+    if url.scheme == "https" and not isinstance(context, ssl.SSLContext):
+        return None
+    if url.scheme not in ("http", "https") or not url.hostname or url.username or not connector:
+        return None
+    https = url.scheme == "https"
+    pool = http1.Pool(
+        url.hostname,
+        url.port or (443 if https else 80),
+        ssl_context=context if https else None,
+        server_hostname=rest.server_hostname,
+        limit=connector.limit,
+    )
+    closing = rest.close
+
+    async def close() -> None:  # the ApiClient's close closes its REST client's
+        try:
+            await closing()
+        finally:
+            await pool.close()
+
+    rest.close = close  # type: ignore[method-assign]
+    rest.sandbus_http1 = pool  # type: ignore[attr-defined]
+    return pool
 
 
 def _with_kind(obj: Json, kind: str) -> Json:

@@ -19,11 +19,6 @@ with standbys). The replicas agree through one Lease object, the way client-go's
   before anybody can take over.
 - A replica that stops cleanly releases the Lease (empty holder, duration 1 s), so its standby
   takes over within one retry period instead of a whole lease duration.
-
-A service may keep a little state of its own on the Lease, in annotations: each renewal and
-the release write the holder's current ones (``annotations``; keys it does not name are kept
-as they are), and a takeover keeps the predecessor's untouched, for the new leader to read
-(:func:`annotations_of`). The watcher records its event-log low-water mark so.
 """
 
 from __future__ import annotations
@@ -37,7 +32,6 @@ __all__ = [
     "LeaseTimings",
     "Observation",
     "acquired_lease",
-    "annotations_of",
     "holder_of",
     "leader_until",
     "next_action",
@@ -100,14 +94,6 @@ def holder_of(lease: Mapping[str, Any] | None) -> str:
     return holder if isinstance(holder, str) else ""
 
 
-def annotations_of(lease: Mapping[str, Any] | None) -> dict[str, str]:
-    """The Lease's annotations (those with string values)."""
-    annotations = _metadata(lease).get("annotations")
-    if not isinstance(annotations, Mapping):
-        return {}
-    return {k: v for k, v in annotations.items() if isinstance(k, str) and isinstance(v, str)}
-
-
 def _duration_of(lease: Mapping[str, Any], default: float) -> float:
     duration = _spec(lease).get("leaseDurationSeconds")
     return float(duration) if isinstance(duration, int | float) and duration > 0 else default
@@ -148,15 +134,6 @@ def leader_until(renewal_started: float, timings: LeaseTimings) -> float:
     return renewal_started + timings.renew_deadline
 
 
-def _with_annotations(
-    metadata: Mapping[str, Any], annotations: Mapping[str, str]
-) -> dict[str, Any]:
-    result = dict(metadata)
-    if annotations:
-        result["annotations"] = {**(result.get("annotations") or {}), **annotations}
-    return result
-
-
 def acquired_lease(
     lease: Mapping[str, Any] | None,
     *,
@@ -166,11 +143,7 @@ def acquired_lease(
     now: datetime,
     timings: LeaseTimings,
 ) -> dict[str, Any]:
-    """The body that creates the Lease, or takes ``lease`` over, for ``identity``.
-
-    The annotations of a taken-over Lease are kept as they are: they are the predecessor's
-    state, for the new leader to read, and it has not made any of its own yet.
-    """
+    """The body that creates the Lease, or takes ``lease`` over, for ``identity``."""
     stamp = micro_time(now)
     if lease is None:
         metadata: dict[str, Any] = {"name": name, "namespace": namespace}
@@ -193,23 +166,18 @@ def acquired_lease(
     }
 
 
-def renewed_lease(
-    lease: Mapping[str, Any], *, now: datetime, annotations: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """``lease`` renewed by its holder, recording the holder's current ``annotations``."""
+def renewed_lease(lease: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+    """``lease`` renewed by its holder."""
     body = dict(lease)
-    body["metadata"] = _with_annotations(_metadata(lease), annotations or {})
     spec = dict(_spec(lease))
     spec["renewTime"] = micro_time(now)
     body["spec"] = spec
     return body
 
 
-def released_lease(
-    lease: Mapping[str, Any], *, now: datetime, annotations: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+def released_lease(lease: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
     """``lease`` given up by its holder on a clean stop, so a standby takes it at once."""
-    body = renewed_lease(lease, now=now, annotations=annotations)
+    body = renewed_lease(lease, now=now)
     spec = dict(body["spec"])
     spec["holderIdentity"] = ""
     spec["leaseDurationSeconds"] = 1

@@ -14,21 +14,18 @@ its HTTP stream, TCP fills up, and the API server holds its events (or, if it fa
 behind, closes the watch, which the watch loop resumes from the last resourceVersion). A slow
 NATS therefore slows the watcher down; it never makes it buffer without limit.
 
-**Exactly once, in two writes.** Each change becomes one CloudEvent, written first to the event
-log (with its deterministic id as ``Nats-Msg-Id`` and the trace context as headers), then to the
-state table, each write fenced by the subject's last sequence
-(:func:`services.watcher.streams.fenced_publish`) and retried until it lands or this replica
-stops leading. The two writes differ in one point: when the fence finds another writer's
-message (two leaders overlapping), the event log takes ours after it, while the state table
-keeps the stored state if it is the same object at a resourceVersion at least as new
-(:func:`keeps_stored_message`), so an older state never becomes the latest.
-
-The low-water mark (:class:`services.watcher.core.recovery.LowWater`) follows every change from its
-first write to its second, so that a successor knows where to look for a change that was cut
-in half.
+**Exactly once, in one write.** Each change becomes one CloudEvent, written to the event log
+(with its deterministic id as ``Nats-Msg-Id`` and the trace context as headers), fenced by the
+subject's last sequence (:func:`services.watcher.streams.fenced_publish`) and retried until it
+lands or this replica stops leading. The server copies it into the state table
+(:mod:`services.runtime.bus`). When the fence finds another writer's message (two leaders
+overlapping), ours is written after it unless that message is the same object at a
+resourceVersion at least as new (:func:`keeps_stored_message`): an older state never becomes
+an object's latest, in the log or in the table derived from it. A deletion's tombstone is
+scheduled for removal from the table (:mod:`services.watcher.tombstones`).
 
 A synthetic deletion has no object of its own: its object is the last state published for that
-key, read back from the state table (or the event log, if the state table lags).
+key, read back from the event log (or the state table, if the log no longer holds it).
 
 An event larger than the connection's ``max_payload`` cannot be published at all (NATS' default
 is 1 MiB; the API server admits objects up to 1.5 MiB). It is not dropped silently: a dead
@@ -68,14 +65,7 @@ from services.runtime.acked import AckedPublisher
 from services.runtime.bus import BusConfig, ensure_bus, publish_dead_letter
 from services.runtime.cancellation import honour_lost_cancellation, supervise
 from services.watcher.core.diffing import Change
-from services.watcher.core.recovery import (
-    LowWater,
-    Seqs,
-    StoredEventError,
-    keeps_stored_state,
-    state_identity,
-    stored_event,
-)
+from services.watcher.core.recovery import keeps_stored_state, state_identity
 from services.watcher.resources import WatchedResource
 from services.watcher.streams import (
     TRANSIENT,
@@ -85,23 +75,12 @@ from services.watcher.streams import (
     fenced_publish,
     last_message,
 )
+from services.watcher.tombstones import Tombstones
 from services.watcher.tracing import PublishSpans, TraceContext, failed, trace_context
 
-__all__ = [
-    "EVENT_SEQUENCE_HEADER",
-    "LOW_WATER_HEADER",
-    "Publisher",
-    "event_id_of_log_message",
-    "event_id_of_state_message",
-    "keeps_stored_message",
-]
+__all__ = ["Publisher", "event_id_of_log_message", "keeps_stored_message"]
 
 log = logging.getLogger(__name__)
-
-EVENT_SEQUENCE_HEADER = "Sandbus-Event-Sequence"
-"""On a state-table message: the event-log sequence of the same event."""
-LOW_WATER_HEADER = "Sandbus-Low-Water"
-"""On a state-table message: the writer's event-log low-water mark when it wrote."""
 
 _HEADER_ALLOWANCE = 1024
 """Room left for the headers under ``max_payload``, which limits headers and payload together."""
@@ -111,19 +90,11 @@ def event_id_of_log_message(msg: RawStreamMsg) -> str | None:
     return (msg.headers or {}).get(MSG_ID)
 
 
-def event_id_of_state_message(msg: RawStreamMsg) -> str | None:
-    if not msg.data:
-        return None
-    try:
-        return stored_event(msg.data, msg.seq or 0).event_id
-    except StoredEventError:
-        return None
-
-
 def keeps_stored_message(ours: ObjectEvent, stored: RawStreamMsg) -> bool:
-    """Whether the state table keeps ``stored`` instead of taking ``ours``
+    """Whether ``stored``, another writer's last message of the object in the event log, stays
+    its last instead of being followed by ``ours``
     (:func:`~services.watcher.core.recovery.keeps_stored_state`); a stored message that is not an
-    observed change is written over."""
+    observed change is written after."""
     if not stored.data:
         return False
     try:
@@ -145,8 +116,8 @@ class Publisher:
         bus: BusConfig,
         resources: Mapping[str, WatchedResource],
         may_write: Callable[[], bool],
-        low_water: LowWater,
-        seqs: dict[ObjectKey, Seqs],
+        seqs: dict[ObjectKey, int | None],
+        tombstones: Tombstones,
         shards: int = 32,
         max_pending: int = 1024,
         ack_timeout: float = 5.0,
@@ -162,8 +133,8 @@ class Publisher:
         self._bus = bus
         self._resources = resources
         self._may_write = may_write
-        self._low_water = low_water
         self._seqs = seqs
+        self._tombstones = tombstones
         self._queues: list[asyncio.Queue[Change]] = [asyncio.Queue() for _ in range(shards)]
         self._slots = asyncio.Semaphore(max_pending)
         self._pending = 0
@@ -213,7 +184,6 @@ class Publisher:
         await ensure_bus(self._js, self._bus)
 
     async def _publish(self, change: Change) -> None:
-        floor = self._low_water.begin()
         obj = change.object
         if obj is None:
             obj = await self._last_published_object(change)
@@ -223,17 +193,12 @@ class Publisher:
         # The watcher's span of this change, with the ids its event carries (services/watcher/
         # tracing.py): what consumers trace under the event's traceparent hangs under it.
         with self._spans.publishing(trace, change.change, change.key, change.event_id) as span:
-            await self._write(change, obj, trace, floor, span)
+            await self._write(change, obj, trace, span)
 
     async def _write(
-        self,
-        change: Change,
-        obj: dict[str, Any],
-        trace: TraceContext,
-        floor: int,
-        span: Span | None,
+        self, change: Change, obj: dict[str, Any], trace: TraceContext, span: Span | None
     ) -> None:
-        """The change's writes (event log, then state table), or its dead letter."""
+        """The change's write to the event log, or its dead letter."""
         try:
             event = observed_event(
                 change.change,
@@ -247,7 +212,6 @@ class Publisher:
             reason = f"the object cannot become an event: {error}"
             failed(span, f"dead-lettered: {reason}")
             await self._dead_letter(change, obj, reason)
-            self._low_water.end(floor)
             return
         payload = encode_event(event)
         if len(payload) + _HEADER_ALLOWANCE > self._nc.max_payload:
@@ -257,58 +221,39 @@ class Publisher:
             )
             failed(span, f"dead-lettered: {reason}")
             await self._dead_letter(change, obj, reason)
-            self._low_water.end(floor)
             return
         key = change.key
-        seqs = self._seqs.get(key, Seqs(None, None))
         headers = event_headers(
             event.id, traceparent=event.traceparent, tracestate=event.tracestate, dedup=True
         )
-        # The same event, written twice: to the event log, then as the object's latest state.
-        publish = functools.partial(
-            fenced_publish,
+        seq = await fenced_publish(
             self._js,
             self._acked,
+            stream=self._bus.event_log_stream,
+            subject=event_subject(key.kind, key.namespace or None, key.name),
             payload=payload,
+            headers=headers,
+            expected=self._seqs.get(key),
             event_id=event.id,
+            stored_id=event_id_of_log_message,
             may_write=self._may_write,
             repair_bus=self._repair_bus,
             stats=self.stats,
             ack_timeout=self._ack_timeout,
-        )
-        event_seq = await publish(
-            stream=self._bus.event_log_stream,
-            subject=event_subject(key.kind, key.namespace or None, key.name),
-            headers=headers,
-            expected=seqs.event,
-            stored_id=event_id_of_log_message,
-        )
-        self._low_water.acked(event_seq)
-        if self._public:
-            await self._publish_public(event, obj, change, trace)
-        state_headers = event_headers(
-            event.id, traceparent=event.traceparent, tracestate=event.tracestate, dedup=False
-        )
-        state_headers[EVENT_SEQUENCE_HEADER] = str(event_seq)
-        state_headers[LOW_WATER_HEADER] = str(self._low_water.value)
-        deleted = change.change == "deleted"
-        state_seq = await publish(
-            stream=self._bus.state_stream,
-            subject=state_subject(key.kind, key.namespace or None, key.name),
-            headers=state_headers,
-            expected=seqs.state,
-            stored_id=event_id_of_state_message,
-            msg_ttl=self._bus.state_tombstone_ttl if deleted else None,
             keep_stored=functools.partial(keeps_stored_message, event),
         )
-        self._low_water.end(floor)
+        if self._public:
+            await self._publish_public(event, obj, change, trace)
         self.stats.published += 1
-        if deleted:
+        if change.change == "deleted":
+            self._tombstones.schedule(
+                state_subject(key.kind, key.namespace or None, key.name), event.id, seq
+            )
             # Forget the object: memory stays bounded by the live objects. A later object
-            # under the same name starts unfenced and learns the sequences on its first write.
+            # under the same name starts unfenced and learns the sequence on its first write.
             self._seqs.pop(key, None)
         else:
-            self._seqs[key] = Seqs(event_seq, state_seq)
+            self._seqs[key] = seq
 
     async def _publish_public(
         self, event: ObjectEvent, obj: Mapping[str, Any], change: Change, trace: TraceContext
@@ -335,8 +280,8 @@ class Publisher:
         """The state a synthetic deletion carries: the last one published for its key."""
         key = change.key
         places = (
-            (self._bus.state_stream, state_subject(key.kind, key.namespace or None, key.name)),
             (self._bus.event_log_stream, event_subject(key.kind, key.namespace or None, key.name)),
+            (self._bus.state_stream, state_subject(key.kind, key.namespace or None, key.name)),
         )
         backoff = Backoff()
         for stream, subject in places:

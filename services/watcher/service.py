@@ -2,16 +2,14 @@
 
 ``serve(settings)`` is what ``sandbus run watcher`` runs. Every replica runs the Lease loop
 (:class:`~services.runtime.election.LeaseElector`); the one that leads runs a *session*, and a
-session ends the moment leadership is lost (its tasks are cancelled, its memory dropped). The
-watcher keeps one piece of its own state on the Lease: its event-log low-water mark, in an
-annotation that every renewal records and a new leader reads
-(:data:`~services.watcher.core.recovery.LOW_WATER_ANNOTATION`).
+session ends the moment leadership is lost (its tasks are cancelled, its memory dropped).
 A session:
 
 1. **Recovers** the published view from the bus (:mod:`services.watcher.core.recovery`): the state
-   table, plus the event log's tail from the low-water mark found on the Lease and in the state
-   table, repairing state-table entries that a predecessor's crash left behind. Nothing is
-   kept from an earlier session of the same process: another replica may have led in between.
+   table, plus the event log's observed changes after the last one the server copied into it.
+   Nothing is kept from an earlier session of the same process: another replica may have led
+   in between. The tombstones it finds are scheduled for removal
+   (:mod:`services.watcher.tombstones`).
 2. Starts the :class:`~services.watcher.publisher.Publisher` (writes only while leading) and one
    :class:`~services.watcher.watching.ResourceWatcher` per watched resource, each of which
    relists every selection of its resource and diffs it against the recovered view (across
@@ -43,23 +41,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nats.aio.client import Client
 from nats.js.errors import APIError
 from opentelemetry.trace import Tracer
 
-from events.codec import EventDecodeError, decode_event
 from events.envelope import ObjectKey
-from events.headers import CONTENT_TYPE, TRACEPARENT, TRACESTATE
-from events.subjects import EVENT_LOG_SUBJECTS, STATE_SUBJECTS, state_subject
-from events.types import ObjectAdded, ObjectDeleted, ObjectModified
+from events.subjects import OBSERVED_SUBJECTS, STATE_SUBJECTS
 from services.runtime.acked import AckedPublisher
-from services.runtime.bus import ensure_bus
+from services.runtime.bus import ensure_bus, source_sequence
 from services.runtime.cancellation import honour_lost_cancellation, stop_tasks, supervise
 from services.runtime.connection import budget_from_environment, connect_nats
 from services.runtime.election import LeaseElector
@@ -73,26 +67,16 @@ from services.runtime.streams import read_to_end
 from services.watcher.config import WatcherConfig
 from services.watcher.core.diffing import Seen
 from services.watcher.core.recovery import (
-    LowWater,
     Recovered,
-    Seqs,
     StoredEvent,
     StoredEventError,
-    low_water_annotations,
-    low_water_of,
-    newest_per_key,
     recover,
     stored_event,
 )
-from services.watcher.publisher import (
-    EVENT_SEQUENCE_HEADER,
-    LOW_WATER_HEADER,
-    Publisher,
-    event_id_of_state_message,
-    keeps_stored_message,
-)
+from services.watcher.publisher import Publisher
 from services.watcher.resources import WATCHED_RESOURCES, WatchedResource
-from services.watcher.streams import TRANSIENT, Backoff, PublishStats, fenced_publish
+from services.watcher.streams import TRANSIENT, Backoff, PublishStats
+from services.watcher.tombstones import Tombstones
 from services.watcher.tracing import PublishSpans
 from services.watcher.watching import ResourceWatcher
 
@@ -100,8 +84,8 @@ __all__ = ["Session", "Watcher", "serve"]
 
 log = logging.getLogger(__name__)
 
-_EVENTS_FILTER = EVENT_LOG_SUBJECTS[0]  # sandbus.events.>: the watcher's part of the log
-_STATE_FILTER = STATE_SUBJECTS[0]
+(_EVENTS_FILTER,) = OBSERVED_SUBJECTS
+(_STATE_FILTER,) = STATE_SUBJECTS
 
 
 @dataclass
@@ -109,8 +93,8 @@ class Session:
     """One leadership term of this replica, exposed for tests and diagnostics."""
 
     recovered: Recovered | None = None
-    low_water: LowWater | None = None
     publisher: Publisher | None = None
+    tombstones: Tombstones | None = None
     watchers: list[ResourceWatcher] = field(default_factory=list)
     scanned_from: int | None = None
     """Where the event-log tail scan started (None: the whole log)."""
@@ -133,20 +117,17 @@ class Watcher:
         self.nc = nc
         self.js = nc.jetstream()
         self.acked = AckedPublisher(nc)
-        """Every write of the event log and the state table, whichever session leads."""
+        """Every write of the event log, whichever session leads."""
         self.config = config
         self.resources = tuple(resources)
         self._by_kind = {resource.kind: resource for resource in self.resources}
         self.kube = KubeApi(api_client, request_timeout=config.request_timeout)
-        self._low_water: Callable[[], int | None] = lambda: None
-        """The mark each renewal of the Lease records (None: the Lease keeps the one it has)."""
         self.elector = LeaseElector(
             KubeApi(api_client, request_timeout=max(1.0, config.lease.renew_deadline / 2)),
             namespace=config.lease_namespace,
             name=config.lease_name,
             identity=config.identity,
             timings=config.lease,
-            annotations=lambda: low_water_annotations(self._low_water()),
         )
         self.stats = PublishStats()
         self.spans = PublishSpans(tracer)
@@ -199,9 +180,6 @@ class Watcher:
             raise
         finally:
             await stop_tasks((leading, lost))
-            # The session's last mark stays true after it: record it on release.
-            final = session.low_water.value if session.low_water is not None else None
-            self._low_water = lambda: final
         error = leading.exception() if leading.done() and not leading.cancelled() else None
         if error is not None and self.elector.is_leader():
             # Losing the lease fails the session's writes (LeadershipLost) by design; anything
@@ -216,17 +194,17 @@ class Watcher:
             )
 
     async def _lead(self, session: Session) -> None:
-        # Until recovered, renewals keep the mark the Lease already carries (the predecessor's).
-        self._low_water = lambda: None
-        recovered, low_water = await self._recover(session)
-        session.recovered, session.low_water = recovered, low_water
+        bus = self.config.bus
+        tombstones = Tombstones(self.js, bus.state_stream, bus.state_tombstone_ttl)
+        session.tombstones = tombstones
+        recovered = await self._recover(session, tombstones)
+        session.recovered = recovered
         log.info(
             "%s recovered what was published: %d objects, event log read from sequence %s",
             self.config.identity,
             len(recovered.view),
             session.scanned_from or 1,
         )
-        self._low_water = lambda: low_water.value
         views: dict[str, dict[ObjectKey, Seen]] = defaultdict(dict)
         for key, seen in recovered.view.items():
             views[key.kind][key] = seen
@@ -235,8 +213,8 @@ class Watcher:
             bus=self.config.bus,
             resources=self._by_kind,
             may_write=self.elector.is_leader,
-            low_water=low_water,
             seqs=recovered.seqs,
+            tombstones=tombstones,
             shards=self.config.shards,
             max_pending=self.config.max_pending,
             ack_timeout=self.config.ack_timeout,
@@ -261,6 +239,7 @@ class Watcher:
         await supervise(
             [
                 ("watcher-publisher", publisher.run()),
+                ("watcher-tombstones", tombstones.run()),
                 *((f"watch-{w.resource.plural}", w.run()) for w in session.watchers),
                 ("watcher-ready", self._mark_ready(session)),
             ]
@@ -276,106 +255,43 @@ class Watcher:
 
     # -- recovery ---------------------------------------------------------------------------
 
-    async def _recover(self, session: Session) -> tuple[Recovered, LowWater]:
+    async def _recover(self, session: Session, tombstones: Tombstones) -> Recovered:
         bus = self.config.bus
         state: dict[ObjectKey, StoredEvent] = {}
-        marks: list[int] = []
-        inherited = low_water_of(self.elector.inherited_annotations)
-        if inherited:
-            marks.append(inherited)
+        copied_through = 0
         async for msg in read_to_end(
             self.js, bus.state_stream, [_STATE_FILTER], name_prefix="watcher-recovery"
         ):
             try:
-                entry = stored_event(
-                    msg.data,
-                    msg.metadata.sequence.stream,
-                    msg.headers,
-                    event_seq_header=EVENT_SEQUENCE_HEADER,
-                    low_water_header=LOW_WATER_HEADER,
-                )
+                entry = stored_event(msg.data, source_sequence(msg.headers))
             except StoredEventError as error:
                 log.warning("state table: %s", error)
                 continue
             state[entry.key] = entry
-            if entry.low_water:
-                marks.append(entry.low_water)
-        start = max(marks) if marks else None
+            copied_through = max(copied_through, entry.seq or 0)
+            if entry.id.change == "deleted":
+                tombstones.schedule(
+                    msg.subject, entry.event_id, entry.seq, msg.metadata.timestamp.timestamp()
+                )
+        # The server copies in the log's order: what is not in the table comes after the
+        # highest sequence it holds (all of the log when it names none).
+        start = copied_through + 1 if copied_through else None
         session.scanned_from = start
-        last_seq = (await self.js.stream_info(bus.event_log_stream)).state.last_seq
-        honour_lost_cancellation()
-        logged: dict[ObjectKey, tuple[StoredEvent, bytes, dict[str, str]]] = {}
-        if start is None or start <= last_seq:
-            async for msg in read_to_end(
-                self.js,
-                bus.event_log_stream,
-                [_EVENTS_FILTER],
-                start_seq=start,
-                name_prefix="watcher-recovery",
-            ):
-                seq = msg.metadata.sequence.stream
-                last_seq = max(last_seq, seq)
-                try:
-                    entry = stored_event(msg.data, seq)
-                except StoredEventError as error:
-                    log.debug("event log: %s", error)
-                    continue
-                logged[entry.key] = (entry, msg.data, dict(msg.headers or {}))
-        recovered = recover(state, newest_per_key(entry for entry, _, _ in logged.values()))
-        for repair in recovered.repairs:
-            _, payload, headers = logged[repair.key]
-            await self._repair_state(recovered, repair, payload, headers, start or 1)
-        if recovered.repairs:
-            log.info("repaired %d state-table entries from the event log", len(recovered.repairs))
-        low_water = LowWater(start or 1)
-        low_water.recovered(last_seq)
-        return recovered, low_water
-
-    async def _repair_state(
-        self,
-        recovered: Recovered,
-        repair: StoredEvent,
-        payload: bytes,
-        log_headers: dict[str, str],
-        low_water: int,
-    ) -> None:
-        key = repair.key
-        seqs = recovered.seqs.get(key, Seqs(None, None))
-        headers = {
-            name: log_headers[name]
-            for name in (CONTENT_TYPE, TRACEPARENT, TRACESTATE)
-            if name in log_headers
-        }
-        headers[EVENT_SEQUENCE_HEADER] = str(repair.seq)
-        headers[LOW_WATER_HEADER] = str(low_water)
-        try:
-            ours = decode_event(payload)
-        except EventDecodeError:
-            ours = None
-        state_seq = await fenced_publish(
+        tail: dict[ObjectKey, StoredEvent] = {}
+        async for msg in read_to_end(
             self.js,
-            self.acked,
-            stream=self.config.bus.state_stream,
-            subject=state_subject(key.kind, key.namespace or None, key.name),
-            payload=payload,
-            headers=headers,
-            expected=seqs.state,
-            event_id=repair.event_id,
-            stored_id=event_id_of_state_message,
-            may_write=self.elector.is_leader,
-            repair_bus=self._provision,
-            stats=self.stats,
-            ack_timeout=self.config.ack_timeout,
-            msg_ttl=(
-                self.config.bus.state_tombstone_ttl if repair.id.change == "deleted" else None
-            ),
-            keep_stored=(
-                functools.partial(keeps_stored_message, ours)
-                if isinstance(ours, ObjectAdded | ObjectModified | ObjectDeleted)
-                else None
-            ),
-        )
-        recovered.seqs[key] = Seqs(repair.seq, state_seq)
+            bus.event_log_stream,
+            [_EVENTS_FILTER],
+            start_seq=start,
+            name_prefix="watcher-recovery",
+        ):
+            try:
+                entry = stored_event(msg.data, msg.metadata.sequence.stream)
+            except StoredEventError as error:
+                log.debug("event log: %s", error)
+                continue
+            tail[entry.key] = entry  # oldest first: the last one read is the newest
+        return recover(state, tail)
 
 
 async def serve(settings: Settings) -> None:

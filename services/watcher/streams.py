@@ -1,20 +1,19 @@
-"""Writing to the event log and the state table with a fence, and reading one message back.
+"""Writing to the event log with a fence, and reading one message back.
 
 What the publisher and the recovery need, kept thin (reading a whole stream is
 :func:`services.runtime.streams.read_to_end`):
 
-- :func:`last_message`: the last message on one subject, by direct get (both streams have
-  ``allow_direct``), or None.
+- :func:`last_message`: the last message on one subject, by direct get (the event log and the
+  state table have ``allow_direct``), or None.
 - :func:`fenced_publish`: a publish with ``Nats-Expected-Last-Subject-Sequence``. The fence is
   what keeps one object's events in order when two leaders overlap for a moment, and what makes
   a retry after a lost acknowledgement land exactly once even outside the duplicate window: the
   server refuses a write whose writer has not seen the subject's latest message (error 10071),
-  and then the latest message says whether it is already ours (done) or someone else's. The
-  event log writes ours after someone else's (it keeps every event, if this replica still
-  leads); the state table first asks ``keep_stored`` whether the stored message is a state at
-  least as new as ours, and then keeps it and writes nothing (done as well). Transient
-  failures (NATS restarting, timeouts) are retried with backoff for as long as ``may_write``
-  says so: a change is never dropped while this replica leads.
+  and then the latest message says whether it is already ours (done), or another writer's
+  state at least as new as ours, which ``keep_stored`` recognises (done as well: ours is not
+  written), or else it is written after it. Transient failures (NATS restarting, timeouts) are
+  retried with backoff for as long as ``may_write`` says so: a change is never dropped while
+  this replica leads.
 
 Each of them, and every retry through :class:`Backoff`, raises a cancellation that nats-py
 lost on the way (:func:`services.runtime.cancellation.honour_lost_cancellation`).
@@ -92,8 +91,8 @@ class PublishStats:
     retries: int = 0
     """Writes retried after a transient failure (NATS unreachable, a timeout)."""
     superseded: int = 0
-    """State-table writes not made because the fence found another writer's state of the same
-    object that is at least as new (two leaders overlapping)."""
+    """Writes not made because the fence found another writer's state of the same object that
+    is at least as new (two leaders overlapping)."""
     dead_lettered: int = 0
 
 
@@ -121,7 +120,6 @@ async def fenced_publish(
     repair_bus: Callable[[], Awaitable[None]],
     stats: PublishStats,
     ack_timeout: float = 5.0,
-    msg_ttl: float | None = None,
     keep_stored: Callable[[RawStreamMsg], bool] | None = None,
 ) -> int:
     """Write ``payload`` as the next message of ``subject`` through ``acked`` (the watcher's
@@ -130,9 +128,9 @@ async def fenced_publish(
 
     ``expected`` is the subject's last sequence as this writer knows it (None: no message).
     ``stored_id`` reads the event id of a stored message, to recognise our own write.
-    ``keep_stored`` says whether another writer's stored message is to stay instead of ours
-    (the state table: it holds a state of the object at least as new); without it, ours is
-    written after it (the event log).
+    ``keep_stored`` says whether another writer's stored message is to stay the subject's last
+    instead of ours (it holds a state of the object at least as new); otherwise, ours is
+    written after it.
     Raises :class:`LeadershipLost` as soon as ``may_write`` turns False.
     """
     backoff = Backoff()
@@ -148,7 +146,6 @@ async def fenced_publish(
                 timeout=ack_timeout,
                 stream=stream,
                 headers=fenced,
-                msg_ttl=msg_ttl,
             )
             honour_lost_cancellation()
         except APIError as error:

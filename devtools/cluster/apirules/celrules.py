@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from devtools.cluster.apirules.structural import Cause
+from devtools.cluster.storage.jsonmemo import JsonMemo
 
 
 def _load_cel() -> Any:
@@ -344,6 +345,9 @@ class _Walk:
                     )
                 else:
                     activation["oldSelf"] = old_self
+            passed = _PASSED.key(rule, activation)
+            if passed is not None and _PASSED.get(passed, rule, activation)[0]:
+                continue
             try:
                 result = rule.program.execute(activation)
             except Exception as error:  # CEL runtime errors arrive as Python exceptions
@@ -352,6 +356,8 @@ class _Walk:
                     self.add(node, path, detail)
                 continue
             if result is True:
+                if passed is not None:
+                    _PASSED.put(passed, rule, True)
                 continue
             detail = self.message(rule, activation) or (
                 rule.message or f"failed rule: {rule.source.strip()}"
@@ -389,6 +395,16 @@ def _key_part(value: Any) -> str:
 
 def _child(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
+
+
+# A rule is a pure function of its activation (``self``, ``oldSelf``), and most writes of a
+# custom resource hand most rules the same values as the write before (a status write leaves
+# ``spec`` as it was), while converting ``self`` into CEL values is most of an evaluation. So an
+# activation that passed is remembered by the rule and its JSON, and passes again without being
+# evaluated. A hit also compares the values themselves (JSON alone equates a YAML date with its
+# string, NaN with null), and only passes are remembered: a failure's message is built anew.
+_PASSED = JsonMemo()
+"""Activations that passed, by rule."""
 
 
 def _self_value(node: _Node, value: Any, fields: frozenset[str] | None) -> Any:

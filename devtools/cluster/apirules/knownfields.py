@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from api.objects import Json
+from devtools.cluster.storage.jsonmemo import JsonMemo
 
 __all__ = ["unknown_fields"]
 
@@ -181,5 +182,45 @@ def unknown_fields(group: str, version: str, kind: str, obj: Json) -> list[str]:
     """
     node = _kind_node(group, version, kind)
     out: list[str] = []
-    _walk(obj, node, "", out)
+    if node is not None and node[0] == "s" and isinstance(obj, dict):
+        _walk_top(obj, node[1], out)
+    else:
+        _walk(obj, node, "", out)
     return out
+
+
+def _walk_top(value: Json, fields: dict[str, Node], out: list[str]) -> None:
+    """:func:`_walk` of a kind's top level, each field below it through :func:`_walk_known`."""
+    unknown: list[str] = []
+    for key, sub in value.items():
+        if key not in fields:
+            unknown.append(key)
+            out.append(key)
+            continue
+        child = fields[key]
+        if child is None or not isinstance(sub, dict | list):
+            continue
+        if key == "metadata":  # changes with every write (its resourceVersion): no use
+            _walk(sub, child, key, out)
+        else:
+            _walk_known(sub, child, key, out)
+    for key in unknown:
+        del value[key]
+
+
+# Every write of a built-in kind walks the whole object, and most change one part of it (a
+# Pod status write leaves ``spec`` as it was): a top-level value found without unknown fields
+# is remembered by its schema node (:class:`~devtools.cluster.storage.jsonmemo.JsonMemo`; the
+# walk depends on nothing else). A value with unknown fields is walked every time (the walk
+# drops them and names them by their path).
+_KNOWN = JsonMemo()
+
+
+def _walk_known(value: Any, node: Node, prefix: str, out: list[str]) -> None:
+    key = _KNOWN.key(node, value)
+    if key is not None and _KNOWN.get(key, node, value)[0]:
+        return
+    found = len(out)
+    _walk(value, node, prefix, out)
+    if key is not None and len(out) == found:
+        _KNOWN.put(key, node, True)

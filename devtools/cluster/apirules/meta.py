@@ -18,6 +18,7 @@ and people grep for them.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -113,10 +114,29 @@ def _max_len(limit: int) -> str:
     return f"must be no more than {limit} characters"
 
 
+# The name checks below are pure functions of a string, run on every write for its name and
+# on each label and annotation key and value, which repeat from write to write: their answers
+# for strings are remembered (as tuples; each caller gets a list of its own).
+_REMEMBERED = 8192
+
+
 def _check(
     value: str, pattern: str, message: str, limit: int, *, prefix: bool = False
 ) -> list[str]:
     """Errors for ``value``; with ``prefix`` (generateName) a trailing '-' is allowed."""
+    if type(value) is str:
+        return list(_remembered_check(value, pattern, message, limit, prefix))
+    return _check_once(value, pattern, message, limit, prefix)
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def _remembered_check(
+    value: str, pattern: str, message: str, limit: int, prefix: bool
+) -> tuple[str, ...]:
+    return tuple(_check_once(value, pattern, message, limit, prefix))
+
+
+def _check_once(value: str, pattern: str, message: str, limit: int, prefix: bool) -> list[str]:
     if prefix:
         value = value.removesuffix("-")
         if not value:
@@ -153,6 +173,17 @@ def path_segment_errors(value: str, prefix: bool = False) -> list[str]:
 
 def qualified_name_errors(value: str) -> list[str]:
     """IsQualifiedName: ``[prefix/]name`` with a DNS-subdomain prefix (label keys, finalizers)."""
+    if type(value) is str:
+        return list(_remembered_qualified_name_errors(value))
+    return _qualified_name_errors(value)
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def _remembered_qualified_name_errors(value: str) -> tuple[str, ...]:
+    return tuple(_qualified_name_errors(value))
+
+
+def _qualified_name_errors(value: str) -> list[str]:
     parts = value.split("/")
     if len(parts) == 1:
         name = parts[0]
@@ -182,6 +213,17 @@ def qualified_name_errors(value: str) -> list[str]:
 
 
 def _label_value_errors(value: str) -> list[str]:
+    if type(value) is str:
+        return list(_remembered_label_value_errors(value))
+    return _label_value_errors_once(value)
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def _remembered_label_value_errors(value: str) -> tuple[str, ...]:
+    return tuple(_label_value_errors_once(value))
+
+
+def _label_value_errors_once(value: str) -> list[str]:
     errors = []
     if len(value) > 63:
         errors.append(_max_len(63))

@@ -17,10 +17,13 @@ takes from it is copied (:func:`~devtools.cluster.storage.jsontree.copy_stored`)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from random import Random
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from api.objects import Json
 from devtools.cluster.apirules import celrules
@@ -30,8 +33,16 @@ from devtools.cluster.apirules.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
-from devtools.cluster.apirules.structural import StructuralSchema
-from devtools.cluster.storage.jsontree import copy_stored
+from devtools.cluster.apirules.structural import (
+    StructuralSchema,
+    _additional,
+    _default,
+    _is_non_nullable_null,
+    _is_server_owned,
+    _prune,
+)
+from devtools.cluster.storage.jsonmemo import JsonMemo
+from devtools.cluster.storage.jsontree import copy_stored, copy_tree
 
 if TYPE_CHECKING:
     from devtools.cluster.apirules.resources import Registry, ResourceType
@@ -226,9 +237,12 @@ class CustomResourceStrategy(Strategy):
         schema = self._schema(rtype)
         meta: Json = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
         body = {k: v for k, v in obj.items() if k not in meta}
-        defaulted = schema.apply_defaults(body)
-        pruned = schema.prune(defaulted)
-        dropped = _dropped_paths(defaulted, pruned)
+        if isinstance(schema, StructuralSchema):
+            pruned, dropped = _normalized(schema.schema, body)
+        else:
+            defaulted = schema.apply_defaults(body)
+            pruned = schema.prune(defaulted)
+            dropped = _dropped_paths(defaulted, pruned)
         obj.clear()
         obj.update(meta)
         obj.update(pruned)
@@ -311,6 +325,95 @@ class CustomResourceStrategy(Strategy):
     ) -> list[Cause]:
         causes = self._schema_causes(rtype, new)
         return causes + self._rule_causes(rtype, new, old, causes, ctx)
+
+
+def _normalized(schema: Mapping[str, Any], body: Json) -> tuple[Json, list[str]]:
+    """``prune(apply_defaults(body))`` and the paths pruned (:func:`_dropped_paths` between the
+    two), the top-level fields each through :func:`_normalized_field`, which remembers them.
+
+    The root is done here as :func:`~.structural._default` and :func:`~.structural._prune` do it
+    (defaults of missing or null fields, nulls dropped, unknown fields pruned); each field
+    below it is defaulted and pruned on its own, as those functions do, so the result and the
+    order of the paths are the same. A root that preserves unknown fields, or a body carrying
+    a field the server owns, goes the long way."""
+    if schema.get("x-kubernetes-preserve-unknown-fields") or any(
+        _is_server_owned(key, value) for key, value in body.items()
+    ):
+        whole = StructuralSchema(dict(schema))
+        before = whole.apply_defaults(body)
+        after = whole.prune(before)
+        return after, _dropped_paths(before, after)
+    defaulted = dict(body)
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    for key, prop in properties.items():
+        if key not in defaulted:
+            if "default" in prop:
+                defaulted[key] = copy.deepcopy(prop["default"])
+        elif _is_non_nullable_null(defaulted[key], prop):
+            if "default" in prop:
+                defaulted[key] = copy.deepcopy(prop["default"])
+            else:
+                del defaulted[key]
+    extra = _additional(schema)
+    pruned: Json = {}
+    dropped: list[str] = []
+    for key in list(defaulted):
+        value = defaulted[key]
+        if key in properties:
+            field_schema = properties[key]
+        elif extra is not None:
+            if _is_non_nullable_null(value, extra):
+                if "default" not in extra:
+                    continue
+                value = copy.deepcopy(extra["default"])
+            field_schema = extra
+        else:
+            dropped.append(key)  # an unknown top-level field
+            continue
+        pruned[key], field_dropped = _normalized_field(key, value, field_schema)
+        dropped += field_dropped
+    return pruned, dropped
+
+
+_NORMALIZED = JsonMemo()
+"""A top-level field's normalized JSON and the paths pruned, by schema node and field name."""
+
+
+def _normalized_field(key: str, value: Any, schema: Mapping[str, Any]) -> tuple[Any, list[str]]:
+    """A top-level field (``spec``, ``status``) defaulted and pruned, and the paths pruned.
+
+    Every write of a custom resource normalizes the whole object and most change one part of
+    it, so a field's result is remembered (:class:`~devtools.cluster.storage.jsonmemo.JsonMemo`)
+    by its schema node, its name (the paths start with it) and its JSON: defaulting and pruning
+    depend on nothing else. A hit answers a fresh decode (the write owns and changes it), and
+    only a result that JSON carries exactly is remembered."""
+    memo_key = _NORMALIZED.key(schema, [key, value])
+    if memo_key is not None:
+        found, held = _NORMALIZED.get(memo_key, schema, [key, value])
+        if found:
+            return _memo_decoder.decode(held[0]), list(held[1])
+    result, dropped = _normalized_slowly(key, value, schema)
+    if memo_key is None:
+        return result, dropped
+    try:
+        result_json = _memo_encoder.encode(result)
+    except (TypeError, ValueError, OverflowError):
+        return result, dropped
+    if _memo_decoder.decode(result_json) == result:
+        _NORMALIZED.put(memo_key, schema, (result_json, list(dropped)), len(result_json))
+    return result, dropped
+
+
+_memo_encoder = msgspec.json.Encoder()
+_memo_decoder = msgspec.json.Decoder()
+
+
+def _normalized_slowly(key: str, value: Any, schema: Mapping[str, Any]) -> tuple[Any, list[str]]:
+    defaulted = copy_tree(value)
+    _default(defaulted, schema)
+    pruned = copy_tree(defaulted)
+    _prune(pruned, schema, key, [], root=False)
+    return pruned, _dropped_paths(defaulted, pruned, key)
 
 
 def _dropped_paths(before: Any, after: Any, prefix: str = "") -> list[str]:

@@ -51,6 +51,7 @@ from typing import Any, Final
 import msgspec
 
 from api.meta import json_type
+from devtools.cluster.storage.jsonmemo import JsonMemo
 from devtools.cluster.storage.jsontree import copy_tree
 
 __all__ = [
@@ -484,10 +485,30 @@ class _Validator:
         for key in sorted(value):
             if embedded and key in _ROOT_META_FIELDS:
                 continue
-            if key in properties:
+            if root and key in properties:
+                self.remembered(value[key], properties[key], _child(path, key))
+            elif key in properties:
                 self.node(value[key], properties[key], _child(path, key))
             elif extra is not None:
                 self.node(value[key], extra, _child(path, key))
+
+    def remembered(self, value: Any, schema: Schema, path: str) -> None:
+        """:meth:`node` for a top-level field (``spec``, ``status``), skipped when the same
+        value already passed under the same schema node (:class:`~.jsonmemo.JsonMemo`: a
+        status write leaves ``spec`` as it was). Validation depends on nothing else: the path
+        only names the causes, and a value that passed has none."""
+        key = _PASSED.key(schema, value)
+        if key is not None and _PASSED.get(key, schema, value)[0]:
+            return
+        causes, list_type_causes = len(self.causes), len(self.list_type_causes)
+        self.node(value, schema, path)
+        passed = len(self.causes) == causes and len(self.list_type_causes) == list_type_causes
+        if key is not None and passed:
+            _PASSED.put(key, schema, True)
+
+
+_PASSED = JsonMemo()
+"""Top-level values that validated without a cause, by schema node."""
 
 
 def _duplicates_in_set(items: list[Any], path: str) -> Iterable[Cause]:

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from random import Random
 from typing import Any
 
+import msgspec
 import yaml
 
 from api.objects import Json
@@ -55,6 +56,7 @@ from devtools.cluster.apirules.pods import bind
 from devtools.cluster.apirules.resources import Registry, ResourceType
 from devtools.cluster.apirules.scale import object_with_scale, scale_of
 from devtools.cluster.apirules.strategy import WriteContext
+from devtools.cluster.http import wire
 from devtools.cluster.http.protobuf import decode_object, is_protobuf
 from devtools.cluster.storage.jsontree import copy_tree
 from devtools.cluster.storage.store import Store, decode
@@ -108,8 +110,24 @@ class WriteOptions:
 @dataclass
 class Outcome:
     code: int
-    body: Json
+    body: Json | bytes
+    """The response body: an object, or (a create or update that committed) the stored object
+    already encoded as served, :func:`~devtools.cluster.http.wire.presented`."""
     warnings: list[str] = field(default_factory=list)
+
+
+_body_decoder = msgspec.json.Decoder()
+
+
+def _json_loads(raw: bytes) -> Any:
+    """``json.loads(raw)``, through msgspec where it can: several times faster on every write's
+    body. msgspec accepts only standard UTF-8 JSON and gives the same values for it; anything
+    else (a BOM, ``NaN``, a lone surrogate, a malformed body) goes to ``json.loads``, for the
+    values or the error message it has always given."""
+    try:
+        return _body_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return json.loads(raw)
 
 
 def parse_body(raw: bytes, content_type: str) -> Any:
@@ -122,7 +140,7 @@ def parse_body(raw: bytes, content_type: str) -> Any:
     try:
         if media.endswith("yaml"):
             return yaml.safe_load(raw)
-        return json.loads(raw)
+        return _json_loads(raw)
     except (ValueError, yaml.YAMLError) as exc:
         detail = str(exc).splitlines()[0]
         raise errors.bad_request(f"couldn't get version/kind; json parse error: {detail}") from None
@@ -249,6 +267,16 @@ class Writer:
     def _present(self, rtype: ResourceType, stored: Json) -> Json:
         return rtype.present(stored)
 
+    @staticmethod
+    def _served(rtype: ResourceType, result: Json | bytes) -> Json | bytes:
+        """A write's result as its response serves it. Stored bytes are presented without
+        decoding them (byte for byte what encoding ``rtype.present(decode(raw))`` gives): a
+        committed write's answer was a decode, a present and an encode of what it had just
+        encoded."""
+        if isinstance(result, bytes):
+            return wire.presented(rtype, result)
+        return rtype.present(result)
+
     # -- create -----------------------------------------------------------------------------
 
     async def create(self, target: Target, body: Any, opts: WriteOptions) -> Outcome:
@@ -269,7 +297,7 @@ class Writer:
         async with self.store.writing():
             ctx = self._ctx()
             result = self._create_locked(target, obj, opts, ctx)
-        return Outcome(201, self._present(rtype, result), warnings + ctx.warnings)
+        return Outcome(201, self._served(rtype, result), warnings + ctx.warnings)
 
     def _create_locked(
         self,
@@ -279,7 +307,8 @@ class Writer:
         ctx: WriteContext,
         *,
         record: bool = True,
-    ) -> Json:
+    ) -> Json | bytes:
+        """The created object: its stored bytes, or the object itself for a dry run."""
         wants_name = not obj["metadata"].get("name") and bool(obj["metadata"].get("generateName"))
         attempts = _GENERATE_NAME_ATTEMPTS if wants_name else 1
         last_error: StatusError | None = None
@@ -297,7 +326,7 @@ class Writer:
 
     def _create_once(
         self, target: Target, obj: Json, opts: WriteOptions, ctx: WriteContext, *, record: bool
-    ) -> Json:
+    ) -> Json | bytes:
         rtype = target.rtype
         meta = obj["metadata"]
         meta["creationTimestamp"] = ctx.now
@@ -312,8 +341,9 @@ class Writer:
         if causes:
             raise self._invalid(rtype, name, causes)
         self._check_namespace_lifecycle(target, name)
-        existing = self.store.get(rtype.storage, target.namespace, name)
-        if existing is not None:
+        existing_raw = self.store.get_raw(rtype.storage, target.namespace, name)
+        if existing_raw is not None:
+            existing = decode(existing_raw)
             error = errors.already_exists(rtype.group, rtype.plural, name)
             if existing["metadata"].get("deletionTimestamp"):
                 error.message = f"object is being deleted: {error.message}"
@@ -327,7 +357,7 @@ class Writer:
         if opts.dry_run:
             internal["metadata"].pop("resourceVersion", None)
             return internal
-        return self.store.create(rtype.storage, internal)
+        return self.store.create_encoded(rtype.storage, internal)
 
     # -- update -----------------------------------------------------------------------------
 
@@ -385,7 +415,7 @@ class Writer:
                 created = self._create_locked(
                     target, obj, opts, ctx, record=manager_operation == "Update"
                 )
-                result, old, code = created, None, 201
+                result, code = created, 201
             else:
                 # Two decodes of the stored bytes: the old state to compare with, and a copy
                 # for ``produce`` to change (cheaper than copying the first).
@@ -395,7 +425,7 @@ class Writer:
                     target, desired, old, opts, ctx, manager_operation, via or target.subresource
                 )
                 code = 200
-        return Outcome(code, self._present(rtype, result), ctx.warnings)
+        return Outcome(code, self._served(rtype, result), ctx.warnings)
 
     def _check_precondition(self, rtype: ResourceType, new: Json, old: Json) -> None:
         wanted = new["metadata"].get("resourceVersion")
@@ -440,7 +470,9 @@ class Writer:
         ctx: WriteContext,
         operation: str = "Update",
         via: str = "",
-    ) -> Json:
+    ) -> Json | bytes:
+        """The updated object: its stored bytes, or the object itself when nothing is stored
+        (a dry run, a delete at the last finalizer)."""
         rtype = target.rtype
         strategy = rtype.strategy
         if not isinstance(new.get("metadata"), dict):
@@ -487,7 +519,7 @@ class Writer:
             return internal
         if opts.dry_run:
             return internal
-        return self.store.update(rtype.storage, internal)
+        return self.store.update_encoded(rtype.storage, internal)
 
     # -- patch ------------------------------------------------------------------------------
 
@@ -520,7 +552,7 @@ class Writer:
             applied = parse_body(raw, "application/yaml")
         else:
             try:
-                body = json.loads(raw) if raw.strip() else None
+                body = _json_loads(raw) if raw.strip() else None
             except ValueError as exc:
                 raise errors.bad_request(f"error decoding patch: {exc}") from None
 
@@ -613,7 +645,8 @@ class Writer:
             return object_with_scale(rtype, current, scale)
 
         outcome = await self._update(main, produce, opts, via="scale")
-        outcome.body = scale_of(rtype, outcome.body)
+        body = outcome.body
+        outcome.body = scale_of(rtype, decode(body) if isinstance(body, bytes) else body)
         return outcome
 
     # -- pods/binding, namespaces/finalize --------------------------------------------------
@@ -765,5 +798,6 @@ class Writer:
                 if exc.code == 404:
                     continue
                 raise
-            deleted.append(outcome.body)
+            body = outcome.body  # a delete answers with an object, never stored bytes
+            deleted.append(decode(body) if isinstance(body, bytes) else body)
         return deleted

@@ -13,10 +13,10 @@ never lists Kubernetes; it reads the bus:
    latest event of every object, which fills the cache (each decoded with its object left as
    JSON, :func:`events.codec.decode_observed`, and handed to ``load``). Because the durable
    existed before this read began, a change is either already in the state table when it is
-   read or delivered by the durable afterwards; the margin covers a watcher that appends to
-   the event log before it updates the state table. Changes delivered twice this way are
-   harmless: the cache ignores a state older than the one it holds, and reconciles are
-   idempotent.
+   read or delivered by the durable afterwards; the margin covers the server's copying of the
+   log into the state table (:mod:`services.runtime.bus`), which lags the log by moments.
+   Changes delivered twice this way are harmless: the cache ignores a state older than the one
+   it holds, and reconciles are idempotent.
 3. **Then follow the durable** with the shared consumer of :mod:`services.runtime.consume`:
    each event is handed to the worker (which updates the cache and enqueues the keys it
    wakes) and only then acked. A message that is not a valid event, or sits on another

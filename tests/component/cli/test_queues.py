@@ -23,14 +23,15 @@ from nats.js import JetStreamContext
 
 from api.keys import name_hash
 from events.codec import nats_subject
-from events.types import WarmEntry, observed_event, warm_queued_event
+from events.types import ObjectEvent, WarmEntry, observed_event, warm_queued_event
 from services.cli import build_parser
 from services.cli.history.queues import NO_QUEUES, QueueOptions, list_queues
 from services.domain.agentsandbox.blueprint import pool_sandbox
 from services.domain.agentsandbox.warmqueue import WarmQueue
-from services.runtime.bus import BusConfig, enqueue_warm, ensure_bus, publish_event, put_state
+from services.runtime.bus import BusConfig, enqueue_warm, ensure_bus, publish_event
 from services.runtime.reconcile.warm import WarmTaker
 from tests.component.cli.commands import COMMAND_TIMEOUT, Result
+from tests.support.statetable import state_table_copied
 from tests.unit.cli.histories import at, sandbox
 
 BUS = BusConfig()
@@ -114,6 +115,12 @@ def entry(sandbox_body: dict[str, Any]) -> Any:
     )
 
 
+async def put_state(js: JetStreamContext, event: ObjectEvent) -> None:
+    """What the watcher does: the event on the log, which the server copies into the table."""
+    await publish_event(js, event)
+    await state_table_copied(js, 1)
+
+
 async def _world(js: JetStreamContext) -> tuple[datetime, Msg]:
     """Fill the bus; returns when the last entry was stored and the entry a claim holds."""
     for obj in [PYTHON_TEMPLATE, PYTHON_POOL, NODE_POOL, *PY, PY_NOT_READY, PY_DELETING]:
@@ -124,7 +131,9 @@ async def _world(js: JetStreamContext) -> tuple[datetime, Msg]:
     await put_state(js, observed_event("deleted", gone, time=at(2)))
     for obj in NODE_MEMBERS:
         await put_state(js, observed_event("added", obj, time=at(1)))
-    await js.publish("sandbus.state.sandbox.default.garbage", b"{not json", stream=BUS.state_stream)
+    await js.publish(
+        "sandbus.events.sandbox.default.garbage", b"{not json", stream=BUS.event_log_stream
+    )
     # An event on the event log about a pool member: not a queue entry.
     await publish_event(js, observed_event("added", PY[0], time=at(1)))
     await publish_event(js, observed_event("added", sandbox("unrelated", 3), time=at(1)))

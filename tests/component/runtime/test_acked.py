@@ -19,9 +19,7 @@ from services.runtime.acked import AckedPublisher
 @pytest.fixture
 async def nc(nats_url: str) -> AsyncIterator[Client]:
     connection = await nats.connect(nats_url)
-    await connection.jetstream().add_stream(
-        StreamConfig(name="S", subjects=["s.>"], allow_msg_ttl=True)
-    )
+    await connection.jetstream().add_stream(StreamConfig(name="S", subjects=["s.>"]))
     yield connection
     await connection.close()
 
@@ -31,12 +29,12 @@ async def test_an_acknowledgement_says_where_the_message_went(nc: Client) -> Non
     acked = AckedPublisher(nc)
     first = await acked.publish("s.a", b"1", timeout=5, stream="S", headers={"Nats-Msg-Id": "x"})
     again = await acked.publish("s.a", b"1", timeout=5, headers={"Nats-Msg-Id": "x"})
-    other = await acked.publish("s.b", b"2", timeout=5, msg_ttl=60)
+    other = await acked.publish("s.b", b"2", timeout=5, headers={"Trace": "t"})
     assert (first.stream, first.seq, first.duplicate) == ("S", 1, None)
     assert (again.seq, again.duplicate) == (1, True), "deduplicated by its id"
     assert other.seq == 2
     stored = await nc.jetstream().get_msg("S", 2)
-    assert stored.headers is not None and stored.headers["Nats-TTL"] == "60"
+    assert stored.headers is not None and stored.headers["Trace"] == "t"
     await acked.close()
     assert len(nc._subs) == subscriptions, "closed, it takes no more answers"
 

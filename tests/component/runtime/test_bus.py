@@ -15,10 +15,10 @@ import nats
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
-from events.codec import EventDecodeError, decode_event
+from events.codec import EventDecodeError, decode_event, encode_event
 from events.headers import DLQ_REASON, DLQ_REJECTED_BY, DLQ_SUBJECT, MSG_ID
 from events.subjects import (
     event_filter,
@@ -35,9 +35,10 @@ from services.runtime.bus import (
     enqueue_warm,
     ensure_bus,
     publish_event,
-    put_state,
+    source_sequence,
+    stream_configs,
 )
-from tests.support.waiting import until
+from tests.support.statetable import state_table_copied
 from tests.unit.events.samples import NOW, TRACEPARENT, a_decision, a_warm_entry, sandbox
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
@@ -223,33 +224,60 @@ async def test_a_sandbox_is_queued_once_until_its_entry_is_acked(bus: JetStreamC
 
 
 async def test_the_state_table_keeps_the_latest_event_per_object(bus: JetStreamContext) -> None:
+    """Copied by the server from the event log, each with the log sequence it came from."""
     subject = state_subject("Sandbox", "default", "my.app")
-    for resource_version in ("42", "43", "44"):
-        await put_state(
-            bus, observed_event("modified", sandbox(resource_version=resource_version), time=NOW)
+    acks = [
+        await publish_event(
+            bus, observed_event("modified", sandbox(resource_version=version), time=NOW)
         )
-    await put_state(bus, observed_event("added", sandbox(name="other"), time=NOW))
+        for version in ("42", "43", "44")
+    ]
+    await publish_event(bus, a_decision())  # history, not state: not copied
+    await publish_event(bus, observed_event("added", sandbox(name="other"), time=NOW))
+    await state_table_copied(bus, 2)
     assert (await bus.stream_info("SANDBUS_STATE")).state.messages == 2
     latest = await bus.get_last_msg("SANDBUS_STATE", subject, direct=True)
     assert decode_event(latest.data or b"").id.endswith(":44:modified")
+    assert source_sequence(latest.headers) == acks[-1].seq
 
 
-async def test_a_deletion_stays_as_a_tombstone_until_its_ttl(bus: JetStreamContext) -> None:
+async def test_nothing_but_the_event_log_writes_the_state_table(bus: JetStreamContext) -> None:
+    with pytest.raises(NoStreamResponseError):
+        await bus.publish(
+            state_subject("Sandbox", "default", "my.app"),
+            encode_event(observed_event("added", sandbox(), time=NOW)),
+            timeout=2,
+        )
+
+
+async def test_a_state_table_written_by_an_older_watcher_is_derived_from_then_on(
+    js: JetStreamContext,
+) -> None:
+    """An older sandbus wrote the state table itself: it keeps what it holds, and the server
+    copies only what the log gets from then on, not the log's older states over it."""
+    await js.add_stream(
+        StreamConfig(
+            name="SANDBUS_STATE",
+            subjects=["sandbus.state.>"],
+            max_msgs_per_subject=1,
+            allow_direct=True,
+            allow_msg_ttl=True,
+        )
+    )
     subject = state_subject("Sandbox", "default", "my.app")
-    await put_state(bus, observed_event("added", sandbox(), time=NOW))
-    deleted = observed_event("deleted", sandbox(resource_version="50"), time=NOW)
-    await put_state(bus, deleted, BusConfig(state_tombstone_ttl=1))
-    tombstone = await bus.get_last_msg("SANDBUS_STATE", subject, direct=True)
-    assert decode_event(tombstone.data or b"") == deleted
+    newest = observed_event("modified", sandbox(resource_version="2"), time=NOW)
+    await js.publish(subject, encode_event(newest), stream="SANDBUS_STATE")
+    [event_log] = [c for c in stream_configs(BusConfig()) if c.name == "SANDBUS_EVENTS"]
+    await js.add_stream(event_log)
+    await publish_event(js, observed_event("added", sandbox(resource_version="1"), time=NOW))
 
-    async def expired() -> bool:
-        try:
-            await bus.get_last_msg("SANDBUS_STATE", subject, direct=True)
-        except NotFoundError:
-            return True
-        return False
-
-    await until(expired, within=15, interval=0.2, what="the tombstone to expire")
+    assert (await ensure_bus(js))["SANDBUS_STATE"] == "updated"
+    await publish_event(js, observed_event("added", sandbox(name="later"), time=NOW))
+    await state_table_copied(js, 2)
+    latest = await js.get_last_msg("SANDBUS_STATE", subject, direct=True)
+    assert decode_event(latest.data or b"") == newest, "not replaced by the log's older state"
+    assert (await js.stream_info("SANDBUS_STATE")).state.messages == 2
+    assert await ensure_bus(js) == dict.fromkeys(STREAMS, "unchanged")
 
 
 # --- dead letters ------------------------------------------------------------------------

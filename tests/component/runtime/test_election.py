@@ -1,6 +1,5 @@
 """The Lease election against the development cluster: one leader at a time, a standby that
-takes over at once when the leader stops and after a lease duration when it dies, and the
-leader's own annotations handed to its successor."""
+takes over at once when the leader stops and after a lease duration when it dies."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from tests.support.waiting import until
 NS = "default"
 LEASE = "sandbus-test"
 TIMINGS = LeaseTimings.for_duration(2.0)
-MARK = "example.sandbus.io/mark"
 
 
 @pytest.fixture
@@ -32,15 +30,8 @@ async def kube(tmp_path: Path) -> AsyncIterator[KubeApi]:
         yield KubeApi(client, request_timeout=1.0)
 
 
-def elector(kube: KubeApi, identity: str, mark: str | None = None) -> LeaseElector:
-    return LeaseElector(
-        kube,
-        namespace=NS,
-        name=LEASE,
-        identity=identity,
-        timings=TIMINGS,
-        annotations=lambda: {MARK: mark} if mark else {},
-    )
+def elector(kube: KubeApi, identity: str) -> LeaseElector:
+    return LeaseElector(kube, namespace=NS, name=LEASE, identity=identity, timings=TIMINGS)
 
 
 async def holder(kube: KubeApi) -> str:
@@ -48,7 +39,7 @@ async def holder(kube: KubeApi) -> str:
 
 
 async def test_one_leads_the_other_stands_by_and_takes_over_when_it_stops(kube: KubeApi) -> None:
-    first, second = elector(kube, "first", mark="7"), elector(kube, "second")
+    first, second = elector(kube, "first"), elector(kube, "second")
     stop_first = asyncio.Event()
 
     async def run_first() -> None:
@@ -72,7 +63,6 @@ async def test_one_leads_the_other_stands_by_and_takes_over_when_it_stops(kube: 
         async with asyncio.timeout(TIMINGS.retry_period * 3):
             await second.wait_leading()
         assert await holder(kube) == "second"
-        assert second.inherited_annotations == {MARK: "7"}
     assert await holder(kube) == ""
 
 
@@ -80,7 +70,6 @@ async def test_a_dead_holder_is_taken_over_after_a_lease_duration(kube: KubeApi)
     dead = acquired_lease(
         None, namespace=NS, name=LEASE, identity="dead", now=datetime.now(UTC), timings=TIMINGS
     )
-    dead["metadata"]["annotations"] = {MARK: "41"}
     await kube.create(dead)
     standby = elector(kube, "standby")
     loop = asyncio.get_running_loop()
@@ -91,7 +80,6 @@ async def test_a_dead_holder_is_taken_over_after_a_lease_duration(kube: KubeApi)
         waited = loop.time() - started
         assert waited >= TIMINGS.duration - TIMINGS.retry_period
         assert standby.transitions == 1
-        assert standby.inherited_annotations == {MARK: "41"}
         lease = await kube.get(ObjectKey("Lease", NS, LEASE))
         assert lease["spec"]["leaseTransitions"] == 1
     assert await holder(kube) == ""

@@ -20,7 +20,7 @@ from api.objects import Json, metadata_of
 from devtools.cluster import DevCluster, LatencyModel
 from events.envelope import ObjectKey, key_of
 from events.types import observed_event
-from services.runtime.bus import BusConfig, ensure_bus, publish_event, put_state
+from services.runtime.bus import BusConfig, ensure_bus, publish_event
 from services.runtime.kube import KubeApi
 from services.runtime.reconcile.actions import Create, Plan
 from services.runtime.reconcile.memory import KeyRecord, MemoStore
@@ -28,6 +28,7 @@ from services.runtime.reconcile.worker import Worker
 from services.runtime.worker_api import Observed, Reconciler, WorkerDefinition, WorkerSettings
 from tests.support.samples import NS
 from tests.support.stack import api_client, running
+from tests.support.statetable import state_table_copied
 from tests.support.waiting import until
 
 OWNER = ObjectKey("SandboxTemplate", NS, "pool-1")
@@ -141,7 +142,7 @@ async def test_a_restarted_worker_keeps_waiting_for_its_own_creates(
     )
     event = observed_event("added", template, time=datetime.now(UTC))
     await publish_event(js, event, bus)
-    await put_state(js, event, bus)
+    await state_table_copied(js, 1, bus)
 
     definition = WorkerDefinition(
         name="toypool",

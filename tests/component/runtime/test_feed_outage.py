@@ -16,11 +16,12 @@ from nats.js import JetStreamContext
 from devtools.natsd import NatsServer
 from events.envelope import ObjectKey
 from events.types import observed_event
-from services.runtime.bus import BusConfig, ensure_bus, put_state
+from services.runtime.bus import BusConfig, ensure_bus, publish_event
 from services.runtime.reconcile.actions import Plan
 from services.runtime.reconcile.feeding import BusFeed
 from services.runtime.reconcile.worker import Worker
 from services.runtime.worker_api import Observed, Reconciler, WorkerDefinition
+from tests.support.statetable import state_table_copied
 from tests.unit.events.samples import NOW, sandbox
 
 BUS = BusConfig()
@@ -49,7 +50,8 @@ async def bus(tmp_path: Path) -> AsyncIterator[tuple[NatsServer, JetStreamContex
         try:
             js = connection.jetstream(timeout=1.0)
             await ensure_bus(js, BUS)
-            await put_state(js, observed_event("added", sandbox("kept"), time=NOW), BUS)
+            await publish_event(js, observed_event("added", sandbox("kept"), time=NOW), BUS)
+            await state_table_copied(js, 1, BUS)
             yield server, js
         finally:
             await connection.close()

@@ -32,6 +32,7 @@ from tests.component.watcher.harness import (
     wait_caught_up,
     watcher_config,
 )
+from tests.support.statetable import state_table_copied
 
 MERGE = "application/merge-patch+json"
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
@@ -150,15 +151,13 @@ async def test_events_are_well_formed_cloudevents_with_dedup_id_and_trace_contex
     assert str(event.traceparent).startswith("00-4bf92f3577b34da6a3ce929d0e0e4736-")
     assert not str(event.traceparent).endswith("-00f067aa0ba902b7-01")
     assert entry.headers["traceparent"] == event.traceparent
-    # The state table holds the same event under the object's state subject.
+    # The server copies the same event into the state table, under the object's state subject.
     js = nc.jetstream()
-    state = await js.get_last_msg("SANDBUS_STATE", state_subject("Sandbox", "default", "trace.me"))
-    assert (
-        state.data
-        == (
-            await js.get_last_msg("SANDBUS_EVENTS", event_subject("Sandbox", "default", "trace.me"))
-        ).data
-    )
+    key = ("Sandbox", "default", "trace.me")
+    logged = await js.get_last_msg("SANDBUS_EVENTS", event_subject(*key))
+    await state_table_copied(js, 1)
+    state = await js.get_last_msg("SANDBUS_STATE", state_subject(*key))
+    assert state.data == logged.data
 
 
 async def test_a_restart_with_nothing_changed_publishes_nothing(
@@ -170,11 +169,11 @@ async def test_a_restart_with_nothing_changed_publishes_nothing(
         await custom.create_namespaced_custom_object(*args, example("Sandbox", f"s{index}"))
     async with running_watcher(nc, client, watcher_config("first")):
         before = await wait_caught_up(nc.jetstream(), history, ["Sandbox"])
+    await state_table_copied(nc.jetstream(), 5)
     async with running_watcher(nc, client, watcher_config("second")) as second:
         assert second.session is not None and second.session.ready.is_set()
         after = await event_log(nc.jetstream())
-        # The first watcher left its low-water mark on the Lease and in the state table: the
-        # second read the event log from there, not from the beginning.
+        # The second read the state table, and the event log only after what it holds.
         assert second.session.scanned_from == before[-1].seq + 1
     assert len(before) == 5
     assert after == before

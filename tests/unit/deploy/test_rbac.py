@@ -121,8 +121,8 @@ def _lease_verbs(role: Doc) -> dict[str, frozenset[str] | None]:
 @pytest.mark.parametrize("service", ["watcher", *LEADING_WORKERS])
 def test_a_leading_service_may_write_its_own_lease_and_no_other(service: str) -> None:
     # Every write is a PUT with the resourceVersion read (update, not patch). get and update name
-    # the service's own Lease, so that no service can take over another's (the watcher's carries
-    # its event-log low-water mark); create cannot be limited to a name by RBAC.
+    # the service's own Lease, so that no service can take over another's leadership; create
+    # cannot be limited to a name by RBAC.
     docs = render(BASE)
     role = of_kind(docs, "Role")[f"sandbus-{service}-leader-election"]
     lease = frozenset({_lease_name(service)})

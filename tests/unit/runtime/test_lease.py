@@ -1,7 +1,4 @@
-"""Leader-election decisions: who creates, renews, takes over or waits, and the Lease bodies.
-
-The annotations are the service's own state on the Lease; the watcher's low-water mark is the
-one example (tests/unit/watcher/test_lease_mark.py)."""
+"""Leader-election decisions: who creates, renews, takes over or waits, and the Lease bodies."""
 
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ from services.runtime.lease import (
     LeaseTimings,
     Observation,
     acquired_lease,
-    annotations_of,
     holder_of,
     leader_until,
     next_action,
@@ -89,7 +85,7 @@ def test_timings_scale_like_client_go() -> None:
     assert LeaseTimings.for_duration(15.0) == LeaseTimings(15.0, 10.5, 3.0)
 
 
-def test_taking_over_counts_a_transition_and_keeps_the_predecessors_annotations() -> None:
+def test_taking_over_counts_a_transition() -> None:
     body = acquired_lease(
         lease("other", mark="41"),
         namespace="default",
@@ -102,7 +98,6 @@ def test_taking_over_counts_a_transition_and_keeps_the_predecessors_annotations(
     assert body["spec"]["leaseTransitions"] == 3
     assert body["spec"]["acquireTime"] == body["spec"]["renewTime"] == "2026-05-04T10:03:01.002000Z"
     assert body["metadata"]["resourceVersion"] == "7"  # the precondition of the PUT
-    assert annotations_of(body) == {"mark": "41"}
 
 
 def test_creating_the_lease() -> None:
@@ -112,22 +107,15 @@ def test_creating_the_lease() -> None:
     assert body["spec"]["leaseDurationSeconds"] == 5
 
 
-def test_a_renewal_records_the_current_annotations_and_keeps_the_rest() -> None:
-    body = renewed_lease(lease("me", team="x"), now=NOW, annotations={"mark": "99"})
-    assert annotations_of(body) == {"team": "x", "mark": "99"}
+def test_a_renewal_moves_the_renew_time_and_keeps_the_rest() -> None:
+    before = lease("me", team="x")
+    body = renewed_lease(before, now=NOW)
     assert body["spec"]["renewTime"] == "2026-05-04T10:03:01.002000Z"
-    assert annotations_of(renewed_lease(lease("me", mark="5"), now=NOW)) == {"mark": "5"}
+    assert body["metadata"] == before["metadata"]
+    assert holder_of(body) == "me"
 
 
 def test_a_release_empties_the_holder() -> None:
-    body = released_lease(lease("me"), now=NOW, annotations={"mark": "12"})
+    body = released_lease(lease("me"), now=NOW)
     assert holder_of(body) == ""
     assert body["spec"]["leaseDurationSeconds"] == 1
-    assert annotations_of(body) == {"mark": "12"}
-
-
-def test_annotations_that_are_not_strings_are_not_read() -> None:
-    body = lease("x")
-    body["metadata"]["annotations"] = {"a": "1", "b": 2, "c": None}
-    assert annotations_of(body) == {"a": "1"}
-    assert annotations_of(None) == {}

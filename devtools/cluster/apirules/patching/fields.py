@@ -17,6 +17,7 @@ the ``.`` marker upstream adds for maps that an Update created is not reproduced
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
@@ -67,7 +68,18 @@ def compact(value: Any) -> str:
 
 
 def _item_key(key: str, item: Mapping[str, Any]) -> str:
-    return "k:" + compact({key: item[key]})
+    value = item[key]
+    if type(value) is str:  # almost every merge key (a name, a type): remembered
+        return _str_item_key(key, value)
+    return "k:" + compact({key: value})
+
+
+@functools.lru_cache(maxsize=8192)
+def _str_item_key(key: str, value: str) -> str:
+    """``k:{"name":"c"}`` of a string-valued merge key: every write of a Pod collects the items
+    of its conditions and container statuses, and :func:`compact` (``json.dumps``) of each was
+    a large share of the cost of tracking its fields."""
+    return "k:" + compact({key: value})
 
 
 def _collect(
@@ -210,6 +222,14 @@ def _compare(
     removed: set[FieldPath],
 ) -> None:
     """Both values' leaves under ``prefix``, compared (None: no value)."""
+    if not isinstance(old, dict | list) and not isinstance(new, dict | list):
+        # Two scalars (a changed phase, a new message): each is its own one leaf at
+        # ``prefix``, which is all collecting them would find, without building the maps.
+        if new is not None and (old is None or old != new):
+            changed.add(prefix)
+        elif old is not None and new is None:
+            removed.add(prefix)
+        return
     before: dict[FieldPath, Any] = {}
     after: dict[FieldPath, Any] = {}
     if old is not None:

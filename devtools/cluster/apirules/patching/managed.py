@@ -58,6 +58,10 @@ class ManagerEntry:
         self.time = time
         self.subresource = subresource
         self.paths = paths
+        self.parsed: frozenset[FieldPath] | None = None
+        """The paths as decoded (:func:`decode_entries`): while :attr:`paths` still equals
+        them, :meth:`encode` looks their tree up by this very frozenset, whose hash is kept,
+        instead of building and hashing a new one."""
 
     @property
     def identity(self) -> tuple[str, str, str]:
@@ -81,7 +85,9 @@ class ManagerEntry:
         if self.time is not None:
             entry["time"] = self.time
         entry["fieldsType"] = "FieldsV1"
-        entry["fieldsV1"] = _decoder.decode(_encoded_tree(frozenset(self.paths)))
+        parsed = self.parsed
+        paths = parsed if parsed is not None and self.paths == parsed else frozenset(self.paths)
+        entry["fieldsV1"] = _decoder.decode(_encoded_tree(paths))
         if self.subresource:
             entry["subresource"] = self.subresource
         return entry
@@ -113,16 +119,17 @@ def decode_entries(obj: Mapping[str, Any] | None) -> list[ManagerEntry]:
         if not isinstance(item, dict):
             continue
         tree = item.get("fieldsV1") or {}
-        entries.append(
-            ManagerEntry(
-                manager=str(item.get("manager", "")),
-                operation=str(item.get("operation", "Update")),
-                api_version=str(item.get("apiVersion", "")),
-                time=item.get("time"),
-                subresource=str(item.get("subresource", "")),
-                paths=set(_parsed_tree(_encoder.encode(tree))) if isinstance(tree, dict) else set(),
-            )
+        parsed = _parsed_tree(_encoder.encode(tree)) if isinstance(tree, dict) else None
+        entry = ManagerEntry(
+            manager=str(item.get("manager", "")),
+            operation=str(item.get("operation", "Update")),
+            api_version=str(item.get("apiVersion", "")),
+            time=item.get("time"),
+            subresource=str(item.get("subresource", "")),
+            paths=set(parsed) if parsed is not None else set(),
         )
+        entry.parsed = parsed
+        entries.append(entry)
     return entries
 
 
