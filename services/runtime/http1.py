@@ -226,18 +226,23 @@ class _Connection(asyncio.Protocol):
             streaming.feed(parts[0] if len(parts) == 1 else b"".join(parts))
         return data[start:] if start else data
 
+    def _stream_on(self) -> int:
+        """A streamed body passes on what came of the part being read (the body framed by
+        Content-Length, or a chunk); the bytes of that part still to come."""
+        buffer, left, streaming = self._buffer, self._left, self._streaming
+        if streaming is not None and buffer and left:
+            part = bytes(buffer[:left])
+            del buffer[:left]
+            left = self._left = left - len(part)
+            streaming.feed(part)
+        return left
+
     def _advance(self) -> None:
         buffer = self._buffer
         while True:
             state = self._state
             if state == _BODY:
-                left = self._left
-                streaming = self._streaming
-                if streaming is not None and buffer and left:  # pass on what came of it
-                    part = bytes(buffer[:left])
-                    del buffer[:left]
-                    left = self._left = left - len(part)
-                    streaming.feed(part)
+                left = self._stream_on()
                 if len(buffer) < left:
                     return
                 body = bytes(buffer[:left])
@@ -261,13 +266,7 @@ class _Connection(asyncio.Protocol):
                     buffer.clear()
                 return
             elif state == _CHUNK_DATA:
-                left = self._left
-                streaming = self._streaming
-                if streaming is not None and buffer and left:  # pass on what came of it
-                    part = bytes(buffer[:left])
-                    del buffer[:left]
-                    left = self._left = left - len(part)
-                    streaming.feed(part)
+                left = self._stream_on()
                 if len(buffer) < left + 2:
                     return
                 if buffer[left : left + 2] != b"\r\n":

@@ -18,6 +18,7 @@ from kubernetes_asyncio import client as k8s
 from devtools.cluster import DevCluster
 from events.envelope import ObjectKey
 from services.runtime.kube import KubeApi, KubeError
+from tests.component.runtime.httpserver import config_map
 from tests.component.watcher.harness import api_client, quiet_cluster
 
 NS = "default"
@@ -154,15 +155,6 @@ async def cluster() -> AsyncIterator[DevCluster]:
 async def kube(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[KubeApi]:
     async with api_client(cluster, tmp_path) as client:
         yield KubeApi(client, field_manager="sandbus-test")
-
-
-def config_map(name: str, **data: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": NS},
-        "data": dict(data),
-    }
 
 
 async def test_create_get_patch_replace_list_and_delete(kube: KubeApi) -> None:

@@ -90,8 +90,8 @@ async def test_a_tombstone_leaves_once_its_time_is_up(
     assert await state_holds(js) == deletion
     cleaner.schedule(SUBJECT, deletion, seq)
 
-    await until(lambda: _is_none(state_holds(js)), within=10, what="the tombstone to go")
-    assert cleaner.removed == 1 and len(cleaner) == 0
+    await until(lambda: cleaner.removed == 1, within=10, what="the tombstone to go")
+    assert await state_holds(js) is None and len(cleaner) == 0
     # The log keeps the deletion: only the table forgets it.
     assert await last_message(js, BUS.event_log_stream, SUBJECT.replace(".state.", ".events."))
 
@@ -123,8 +123,8 @@ async def test_a_deletion_not_copied_yet_is_looked_at_again(
 
     deletion, _ = await log(js, "deleted", "u1", "6")
     assert deletion == deletion_id
-    await until(lambda: _is_none(state_holds(js)), within=10, what="the tombstone to go")
-    assert cleaner.removed == 1
+    await until(lambda: cleaner.removed == 1, within=10, what="the tombstone to go")
+    assert await state_holds(js) is None
 
 
 async def test_the_cleaner_rides_out_a_nats_restart(
@@ -138,8 +138,8 @@ async def test_the_cleaner_rides_out_a_nats_restart(
     await asyncio.sleep(1.5)  # it tries, fails, and tries again
     await asyncio.to_thread(nats_server.start)
 
-    await until(lambda: _is_none(state_holds(js)), within=20, what="the tombstone to go")
-    assert cleaner.removed == 1
+    await until(lambda: cleaner.removed == 1, within=20, what="the tombstone to go")
+    assert await state_holds(js) is None
 
 
 async def test_a_new_leader_removes_the_tombstones_its_predecessor_left(
@@ -162,16 +162,9 @@ async def test_a_new_leader_removes_the_tombstones_its_predecessor_left(
 
     async with running_watcher(nc, client, watcher_config("second", bus=bus)) as watcher:
         assert watcher.session is not None and watcher.session.tombstones is not None
+        tombstones = watcher.session.tombstones
         await until(
-            lambda: _is_none(_holds(js, gone)), within=10, what="the predecessor's tombstone to go"
+            lambda: tombstones.removed == 1, within=10, what="the predecessor's tombstone to go"
         )
-        assert watcher.session.tombstones.removed == 1
+        assert await last_message(js, bus.state_stream, gone) is None
     assert await last_message(js, bus.state_stream, state_subject("Sandbox", "default", "kept"))
-
-
-async def _holds(js: JetStreamContext, subject: str) -> object:
-    return await last_message(js, BUS.state_stream, subject)
-
-
-async def _is_none(value: Any) -> bool:
-    return await value is None
