@@ -537,7 +537,7 @@ async def fill(args: argparse.Namespace, write_latency_ms: float) -> Run:
 
 async def watcher(args: argparse.Namespace, write_latency_ms: float) -> Run:
     """bench/watcher_throughput.py on ``sandbus devcluster``: the watch path's changes/s beside
-    the raw JetStream ceiling (two writes per change, 32 in flight) in the same run."""
+    the raw JetStream ceiling (one write per change, 32 in flight) in the same run."""
     run = Run(write_latency_ms)
     stack = Stack("bench-watcher-", write_latency_ms=write_latency_ms, pods=0)
     async with stack:
@@ -554,7 +554,7 @@ async def watcher(args: argparse.Namespace, write_latency_ms: float) -> Run:
     ceiling = rates[watcher_throughput.CEILING]
     note = (
         f"raw JetStream publishes of a {len(payload)}-byte event, "
-        f"{watcher_throughput.SHARDS} in flight, two per change (no API write is on this path)"
+        f"{watcher_throughput.SHARDS} in flight, one per change (no API write is on this path)"
     )
     for label, count, seconds in rows:
         rate = count / seconds

@@ -176,7 +176,7 @@ SCENARIOS: dict[str, Scenario] = {
         "the watcher's changes/s over 10,000 changes beside the raw JetStream ceiling "
         "(bench/watcher_throughput.py)",
         "10,000 changes queued while the watcher is frozen, then published by it to the event "
-        "log (and the relist path), beside raw JetStream publishes in the same run: two writes "
+        "log (and the relist path), beside raw JetStream publishes in the same run: one write "
         "per change, 32 in flight, is the watcher's ceiling.",
         "none (the ceiling is measured in the same run)",
         ">= 0.8x the ceiling",
