@@ -46,6 +46,7 @@ from devtools.cluster.apirules.builtins import register_builtins
 from devtools.cluster.apirules.errors import StatusError
 from devtools.cluster.apirules.resources import Registry
 from devtools.cluster.apirules.storageclasses import DEFAULT_STORAGE_CLASS
+from devtools.cluster.controllers.informer import SharedInformers
 from devtools.cluster.controllers.lifecycle import CRD_STORAGE, Lifecycle
 from devtools.cluster.controllers.plug import (
     ControllerContext,
@@ -161,6 +162,7 @@ class DevCluster:
         self._site: web.TCPSite | None = None
         self._port: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._informers: SharedInformers | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.kubeconfig_path: Path | None = None
 
@@ -228,6 +230,9 @@ class DevCluster:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self._informers is not None:  # after the controllers that read them
+            await self._informers.close()
+            self._informers = None
         for watch in self.watches.active():
             watch.inject("close")
         if self._runner is not None:
@@ -300,12 +305,15 @@ class DevCluster:
             return
         self._tmp = tempfile.TemporaryDirectory(prefix="devcluster-")
         kubeconfig = write_kubeconfig(Path(self._tmp.name) / "kubeconfig", self.local_url)
+        # One watch of the Pods for the kubelet and the garbage collector (see SharedInformers).
+        self._informers = SharedInformers(self.local_url)
         context = ControllerContext(
             url=self.local_url,
             kubeconfig=kubeconfig,
             settings=self.simulation,
             seed=self.seed,
             store=self.store,
+            informers=self._informers,
         )
         for factory in factories:
             name = getattr(factory, "__module__", "controller")

@@ -19,9 +19,12 @@ What it reproduces is kube-controller-manager's garbage collector as a user sees
 Shape: :func:`plan_gc` is pure. Given the object graph (uid → :class:`GraphNode`) and which kinds
 the server knows, it returns the writes to make. :class:`GarbageCollector` is the shell. It
 discovers every deletable resource (``/api/v1``, ``/apis``, ``/apis/G/V``, preferred versions),
-list+watches each one into the graph, and re-discovers when CRDs change. After any change it runs
-a planning pass, waiting ``delay`` first so a burst of events costs one pass; the pass plans for
-what changed and its owners and dependents, not the whole graph. The passes are the one key of a
+list+watches each one into the graph, and re-discovers when CRDs change. Like upstream's
+metadata informers, it decodes only the metadata it reads (:class:`WatchedMetadata`); the Pods
+it reads from the kubelet's watch when the cluster shares one (:data:`_SHARED_PATHS`).
+After any change it runs a planning pass, waiting ``delay`` first so a burst of events costs
+one pass; the pass plans for what changed and its owners and dependents, not the whole graph.
+The passes are the one key of a
 work queue (:class:`api.workqueue.WorkQueue`: ``add_soon`` batches the burst, a pass whose writes
 failed asks for another after ``retry_delay``, and the failed nodes stay marked until a pass
 plans them, whatever starts it). Then it executes:
@@ -42,10 +45,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+import msgspec
 
 from api.objects import Json
 from api.workqueue import QueueShutDown, WorkQueue
-from devtools.cluster.controllers.informer import Informer, cancel_tasks
+from devtools.cluster.controllers.informer import Informer, SharedInformers, cancel_tasks
 
 if TYPE_CHECKING:
     from devtools.cluster.controllers.plug import ControllerContext
@@ -299,6 +303,22 @@ class GcConfig:
     field_manager: str = "generic-garbage-collector"
 
 
+class WatchedMetadata(msgspec.Struct, omit_defaults=True):
+    """The keys of ``metadata`` the collector reads (:func:`graph_node`, the informers' keys
+    and resourceVersions): its informers decode only these (see
+    :class:`~devtools.cluster.controllers.informer.Informer`), since the rest of every object
+    of every kind, and their managedFields, is never looked at. ``Any``: the values are taken
+    as the server sends them, as a full decode would."""
+
+    name: Any = None
+    namespace: Any = None
+    uid: Any = None
+    resourceVersion: Any = None
+    ownerReferences: Any = None
+    finalizers: Any = None
+    deletionTimestamp: Any = None
+
+
 def _resources_from_list(group: str, version: str, body: Json) -> list[ResourceInfo]:
     result = []
     for entry in body.get("resources") or []:
@@ -314,6 +334,10 @@ def _resources_from_list(group: str, version: str, body: Json) -> list[ResourceI
     return result
 
 
+_SHARED_PATHS = frozenset({"/api/v1/pods"})
+"""The collections read through the cluster's :class:`SharedInformers` when it gives some: the
+Pods, which the kubelet watches too and which change the most."""
+
 _PASS = "pass"
 """The one key of the collector's work queue: a pass over what changed anywhere in the graph."""
 
@@ -327,12 +351,16 @@ class GarbageCollector:
         config: GcConfig | None = None,
         *,
         headers: Mapping[str, str] | None = None,
+        informers: SharedInformers | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.config = config or GcConfig()
         self._headers = dict(headers or {})
         self._session: aiohttp.ClientSession | None = None
-        self._informers: dict[ResourceInfo, tuple[Informer, asyncio.Task[Any]]] = {}
+        self._shared = informers
+        # Per resource: its informer, and the task running it (None: a shared informer, which
+        # is not ours to stop; our handler on it is what we remove).
+        self._informers: dict[ResourceInfo, tuple[Informer, asyncio.Task[Any] | None, Any]] = {}
         self._tasks: list[asyncio.Task[Any]] = []
         self.graph: dict[str, GraphNode] = {}
         self._owned: dict[str, dict[str, None]] = {}
@@ -391,7 +419,7 @@ class GarbageCollector:
             read_bufsize=2**21,
         )
         await self._sync_resources()
-        await asyncio.gather(*(inf.synced.wait() for inf, _ in self._informers.values()))
+        await asyncio.gather(*(inf.synced.wait() for inf, _, _ in self._informers.values()))
         self._tasks = [
             asyncio.create_task(self._plan_loop()),
             asyncio.create_task(self._discovery_loop()),
@@ -400,7 +428,11 @@ class GarbageCollector:
 
     async def stop(self) -> None:
         self._queue.shutdown()
-        await cancel_tasks([*self._tasks, *(task for _, task in self._informers.values())])
+        for informer, task, handler in self._informers.values():
+            if task is None:
+                informer.remove_handler(handler)
+        owned = [task for _, task, _ in self._informers.values() if task is not None]
+        await cancel_tasks([*self._tasks, *owned])
         self._tasks.clear()
         self._informers.clear()
         if self._session is not None:
@@ -443,19 +475,26 @@ class GarbageCollector:
         known = set(self._informers)
         for resource in list(self._informers):
             if resource not in wanted:
-                _, task = self._informers.pop(resource)
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                informer, task, handler = self._informers.pop(resource)
+                if task is None:
+                    informer.remove_handler(handler)
+                else:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
                 self._forget_resource(resource)
         for resource in wanted - set(self._informers):
+            path, handler = resource.collection_path(), self._handler_for(resource)
+            if self._shared is not None and path in _SHARED_PATHS:
+                # The kubelet's watch of the Pods, read in full: no second watch of them.
+                informer = self._shared.informer(path)
+                informer.add_handler(handler)
+                self._informers[resource] = (informer, None, handler)
+                continue
             informer = Informer(
-                self._session,
-                self.base_url,
-                resource.collection_path(),
-                self._handler_for(resource),
+                self._session, self.base_url, path, handler, metadata=WatchedMetadata
             )
-            self._informers[resource] = (informer, asyncio.create_task(informer.run()))
+            self._informers[resource] = (informer, asyncio.create_task(informer.run()), handler)
         if set(self._informers) != known:
             # References to a kind not watched before (a new CRD's) are decided now.
             self._everything = True
@@ -632,5 +671,5 @@ async def run(ctx: ControllerContext) -> None:
     """
     overrides = ctx.settings.options.get("garbage_collector")
     config = overrides if isinstance(overrides, GcConfig) else GcConfig(**dict(overrides or {}))
-    async with GarbageCollector(ctx.url, config):
+    async with GarbageCollector(ctx.url, config, informers=ctx.informers):
         await asyncio.Event().wait()

@@ -31,7 +31,7 @@ import msgspec
 
 from api.objects import resource_version_of
 
-__all__ = ["Informer", "NamespacedName", "namespaced_name"]
+__all__ = ["Informer", "NamespacedName", "SharedInformers", "namespaced_name"]
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +54,18 @@ class WatchExpired(Exception):
 
 
 class Informer:
-    """List+watch one collection URL into a cache, reporting ADDED/MODIFIED/DELETED to a handler.
+    """List+watch one collection URL into a cache, reporting ADDED/MODIFIED/DELETED to handlers.
 
     ``handler(type, obj, old)`` runs synchronously in the informer's task, after the cache has
-    been updated; ``old`` is the previous cached version (None for ADDED).
+    been updated; ``old`` is the previous cached version (None for ADDED). More handlers can be
+    added (:meth:`add_handler`), which is how :class:`SharedInformers` serves several
+    controllers from one watch; they get the same objects, which none may modify.
+
+    ``metadata``, a :class:`msgspec.Struct` whose fields are keys of ``metadata``, makes it a
+    metadata informer (client-go's metadatainformer, done on the client side): the objects it
+    caches and reports are ``{"metadata": {...}}`` with only those keys (the ones present), as
+    plain dicts. msgspec skips the rest of each object without building it, which is most of
+    what decoding a watch event costs.
     """
 
     def __init__(
@@ -65,16 +73,18 @@ class Informer:
         session: aiohttp.ClientSession,
         base_url: str,
         path: str,
-        handler: Handler,
+        handler: Handler | None,
         *,
         label_selector: str = "",
         retry_delay: float = _RETRY_DELAY,
+        metadata: type[msgspec.Struct] | None = None,
     ) -> None:
         self._session = session
         self._url = base_url.rstrip("/") + path
-        self._handler = handler
+        self._handlers: list[Handler] = [handler] if handler is not None else []
         self._label_selector = label_selector
         self._retry_delay = retry_delay
+        self._decode_list, self._decode_event = _decoders(metadata)
         self.cache: dict[NamespacedName, dict[str, Any]] = {}
         self.synced = asyncio.Event()
         self.resource_version = ""
@@ -82,6 +92,22 @@ class Informer:
 
     def get(self, key: NamespacedName) -> dict[str, Any] | None:
         return self.cache.get(key)
+
+    def add_handler(self, handler: Handler) -> None:
+        """Report to ``handler`` too, starting with what is cached now as ADDED events (as
+        client-go does for a handler added to a running informer): the cache only changes
+        together with the reports of the change, so it misses nothing and sees nothing twice."""
+        self._handlers.append(handler)
+        for obj in list(self.cache.values()):
+            handler("ADDED", obj, None)
+
+    def remove_handler(self, handler: Handler) -> None:
+        with contextlib.suppress(ValueError):
+            self._handlers.remove(handler)
+
+    def _handler(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        for handler in self._handlers:
+            handler(kind, obj, old)
 
     async def run(self) -> None:
         """List, then watch forever; relist on 410. Ends only when cancelled or gone."""
@@ -118,7 +144,7 @@ class Informer:
                 raise _Gone
             if response.status != 200:
                 raise RuntimeError(f"list {self._url}: HTTP {response.status}")
-            body = _decode(await response.read())
+            body = self._decode_list(await response.read())
         fresh = {namespaced_name(item): item for item in body.get("items") or []}
         previous = self.cache
         self.cache = dict(fresh)
@@ -152,7 +178,7 @@ class Informer:
             async for raw in response.content:
                 line = raw.strip()
                 if line:
-                    self._on_event(_decode(line))
+                    self._on_event(self._decode_event(line))
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -176,6 +202,47 @@ class Informer:
             self._handler("ADDED" if old is None else "MODIFIED", obj, old)
 
 
+class SharedInformers:
+    """Informers shared by the controllers of one process, one per collection path (client-go's
+    SharedInformerFactory, reduced), on a session of their own.
+
+    The kubelet and the garbage collector both watch every Pod, the collection that changes
+    the most: through this they read one watch instead of two, so the server sends, and this
+    process reads and decodes, each Pod event once. The watch's User-Agent names both
+    components, so a fault rule aimed at either one's requests (a regex search) still matches
+    it. :class:`~devtools.cluster.cluster.DevCluster` makes one for its controllers and closes
+    it after they have stopped; a controller that is not given one watches on its own.
+    """
+
+    USER_AGENT = "devcluster-controllers (devcluster-kubelet, devcluster-garbage-collector)"
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._session: aiohttp.ClientSession | None = None
+        self._informers: dict[str, tuple[Informer, asyncio.Task[None]]] = {}
+
+    def informer(self, path: str) -> Informer:
+        """The informer of ``path``, started at the first ask (with no handler yet: add yours
+        with :meth:`Informer.add_handler`, and wait for ``synced``)."""
+        held = self._informers.get(path)
+        if held is not None:
+            return held[0]
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                headers={"User-Agent": self.USER_AGENT}, read_bufsize=2**21
+            )
+        informer = Informer(self._session, self.base_url, path, None)
+        self._informers[path] = (informer, asyncio.create_task(informer.run()))
+        return informer
+
+    async def close(self) -> None:
+        await cancel_tasks([task for _, task in self._informers.values()])
+        self._informers.clear()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
 class _Gone(Exception):
     """The collection no longer exists (404)."""
 
@@ -189,6 +256,41 @@ _decoder = msgspec.json.Decoder()
 def _decode(raw: bytes) -> Any:
     # msgspec decodes several times faster than json; every pod status write passes through here.
     return _decoder.decode(raw)
+
+
+def _decoders(
+    metadata: type[msgspec.Struct] | None,
+) -> tuple[Callable[[bytes], Any], Callable[[bytes], Any]]:
+    """(decode a list body, decode a watch event line): whole documents, or, given a metadata
+    Struct, the same shapes reduced to each object's ``metadata`` (those fields) and, for an
+    ERROR event's Status, its ``code`` and ``message``. Fields left unset are omitted
+    (``omit_defaults``), so the dicts read as the server's with the other keys dropped."""
+    if metadata is None:
+        return _decode, _decode
+    partial = msgspec.defstruct(
+        "PartialObject",
+        [("metadata", metadata | None, None), ("code", Any, None), ("message", Any, None)],
+        omit_defaults=True,
+    )
+    event = msgspec.defstruct(
+        "PartialEvent", [("type", Any, None), ("object", partial | None, None)], omit_defaults=True
+    )
+    items: Any = list[partial]  # type: ignore[valid-type]  # a type made at run time
+    listing = msgspec.defstruct(
+        "PartialList",
+        [("metadata", dict[str, Any] | None, None), ("items", items | None, None)],
+        omit_defaults=True,
+    )
+    event_decoder = msgspec.json.Decoder(event)
+    list_decoder = msgspec.json.Decoder(listing)
+
+    def decode_list(raw: bytes) -> Any:
+        return msgspec.to_builtins(list_decoder.decode(raw))
+
+    def decode_event(raw: bytes) -> Any:
+        return msgspec.to_builtins(event_decoder.decode(raw))
+
+    return decode_list, decode_event
 
 
 async def cancel_tasks(tasks: list[asyncio.Task[Any]]) -> None:

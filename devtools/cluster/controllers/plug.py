@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from devtools.cluster.controllers.informer import SharedInformers
     from devtools.cluster.storage.store import Store
 
 __all__ = [
@@ -54,6 +55,9 @@ class ControllerContext:
     settings: SimulationSettings
     seed: int
     store: Store  # for in-process diagnostics only: controllers act through the HTTP API
+    # Watches the controllers share (the Pods, read by the kubelet and the garbage collector);
+    # None: each watches on its own.
+    informers: SharedInformers | None = None
 
 
 ControllerFactory = Callable[[ControllerContext], Awaitable[None]]

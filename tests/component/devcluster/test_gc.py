@@ -16,6 +16,7 @@ import pytest
 
 from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
 from devtools.cluster.controllers.gc import GarbageCollector, GcConfig
+from devtools.cluster.controllers.informer import SharedInformers
 from devtools.cluster.http.faults import FaultRule
 from tests.component.devcluster.rest import Json, create, watch_until
 
@@ -325,3 +326,28 @@ async def test_the_cluster_runs_the_collector_by_default() -> None:
         await configmap(http, "dep", owners=[ref(owner)])
         await delete(http, f"{configmaps()}/owner")
         await watch_until(http, configmaps(), "dep", gone)
+
+
+async def test_the_kubelet_and_the_collector_share_one_watch_of_the_pods() -> None:
+    """Both read every Pod, through one watch (SharedInformers): a Pod whose owner is deleted
+    is still collected, and the kubelet still finishes its graceful deletion."""
+    settings = SimulationSettings(pod_ready_delay=0.01)
+    async with (
+        DevCluster(port=0, crd_dirs=None, latency=LatencyModel.zero(), simulation=settings) as c,
+        aiohttp.ClientSession(base_url=c.url) as http,
+    ):
+        owner = await configmap(http, "owner")
+        pod = {
+            "metadata": {"name": "dep", "ownerReferences": [ref(owner)]},
+            "spec": {"containers": [{"name": "app", "image": "nginx:1.25"}]},
+        }
+        await create(http, "/api/v1/namespaces/default/pods", pod)
+        await delete(http, f"{configmaps()}/owner")
+        await watch_until(http, "/api/v1/namespaces/default/pods", "dep", gone)
+        # Both have read the Pod by now (the collector deleted it, the kubelet ended it).
+        pod_watches = [
+            watch.info.user_agent
+            for watch in c.watches.active()
+            if watch.info.resource == "pods" and watch.info.user_agent.startswith("devcluster-")
+        ]
+        assert pod_watches == [SharedInformers.USER_AGENT]

@@ -3,7 +3,9 @@
 It talks to the API server over HTTP exactly as the real components do, never to the store, so every
 write goes through admission, validation and watch fan-out like any client's. On start it registers
 one Node per configured node (status through ``nodes/status``), then list+watches Pods (and Jobs)
-through an :class:`~devtools.cluster.controllers.informer.Informer`, which relists on 410. Every
+through an :class:`~devtools.cluster.controllers.informer.Informer`, which relists on 410 (the
+Pods' one shared with the garbage collector when the cluster hands it
+:class:`~devtools.cluster.controllers.informer.SharedInformers`). Every
 event puts the object's key on the work queue (:class:`api.workqueue.WorkQueue`); a few workers
 take keys off it, plan with :func:`~.stages.plan_pod` or :func:`~.jobs.plan_job` from the cached
 object, carry out the actions in order and requeue the key after the wait the plan asked for. Each
@@ -61,6 +63,7 @@ from api.workqueue import QueueShutDown, WorkQueue
 from devtools.cluster.controllers.informer import (
     Informer,
     NamespacedName,
+    SharedInformers,
     cancel_tasks,
     namespaced_name,
 )
@@ -108,6 +111,9 @@ __all__ = ["Kubelet", "run"]
 log = logging.getLogger(__name__)
 
 
+_PODS = "/api/v1/pods"
+
+
 def _split_key(key: Hashable) -> tuple[str, str, str]:
     parts: tuple[Any, ...] = key  # type: ignore[assignment]
     return str(parts[0]), str(parts[1]), str(parts[2])
@@ -144,10 +150,12 @@ class Kubelet:
         config: KubeletConfig | None = None,
         *,
         headers: Mapping[str, str] | None = None,
+        informers: SharedInformers | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.config = config or KubeletConfig()
         self._headers = dict(headers or {})
+        self._shared = informers  # the Pods are watched through it when given
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._job_tasks: set[asyncio.Task[Any]] = set()
@@ -194,18 +202,27 @@ class Kubelet:
             headers={"User-Agent": "devcluster-kubelet", **self._headers}, read_bufsize=2**21
         )
         await self._register_nodes()
-        self._pods = Informer(self._session, self.base_url, "/api/v1/pods", self._on_pod)
-        informers = [self._pods]
+        own: list[Informer] = []  # the informers this kubelet runs itself
+        if self._shared is not None:
+            # Shared with the garbage collector, which also reads every Pod: one watch.
+            self._pods = self._shared.informer(_PODS)
+            self._pods.add_handler(self._on_pod)
+        else:
+            self._pods = Informer(self._session, self.base_url, _PODS, self._on_pod)
+            own.append(self._pods)
         if self.config.manage_jobs:
             self._jobs = Informer(self._session, self.base_url, "/apis/batch/v1/jobs", self._on_job)
-            informers.append(self._jobs)
-        self._tasks = [asyncio.create_task(informer.run()) for informer in informers]
+            own.append(self._jobs)
+        self._tasks = [asyncio.create_task(informer.run()) for informer in own]
         self._tasks += [
             asyncio.create_task(self._worker()) for _ in range(max(1, self.config.workers))
         ]
-        await asyncio.gather(*(informer.synced.wait() for informer in informers))
+        watched = [self._pods, *([self._jobs] if self._jobs is not None else [])]
+        await asyncio.gather(*(informer.synced.wait() for informer in watched))
 
     async def stop(self) -> None:
+        if self._shared is not None and self._pods is not None:
+            self._pods.remove_handler(self._on_pod)
         await cancel_tasks([*self._tasks, *self._job_tasks])
         self._tasks.clear()
         self._job_tasks.clear()
@@ -533,5 +550,5 @@ async def run(ctx: ControllerContext) -> None:
             seed=ctx.seed,
             **dict(overrides or {}),
         )
-    async with Kubelet(ctx.url, config):
+    async with Kubelet(ctx.url, config, informers=ctx.informers):
         await asyncio.Event().wait()
