@@ -17,7 +17,10 @@ computed from the objects those writes returned, in one pass. A pure planner can
 the API server will return, so a pass that writes children returns those writes with
 ``requeue_after=0``; the worker executes them, caches the answers and runs the next pass at
 once, which finds the children converged and writes the status computed from the real
-objects. The status is never guessed, and the number of API writes is the same.
+objects. The status is never guessed, and the number of API writes is the same. The exception
+is a pass whose only write is the metadata patch of a Pod the Sandbox owns (after every warm
+adoption): labels and annotations are not what the status reads, so that pass writes the status
+too, after the patch, and a refused patch stops the pass before it.
 
 Tracing (docs/agent-sandbox.md §2.2 step 2, §6). When the worker traces the reconcile and the
 Sandbox has no ``opentelemetry.io/trace-context`` yet, the observation holds the running span's
@@ -258,7 +261,10 @@ def _plan_children(
     steps = (Step(STEP_PVCS), Step(STEP_POD, pod.events))
     first_error = found[0] if found else None
     status_held: tuple[datetime, float] | None = None
-    if writes and observation.last_error is None:
+    # The metadata patch of a Pod the Sandbox owns changes nothing the status reports (see the
+    # module): one pass and one decision less for every adoption from a warm pool.
+    status_too = pod.deferrable and not held and len(writes) == len(pod.actions)
+    if writes and observation.last_error is None and not status_too:
         current = condition(sandbox, CONDITION_READY)
         if creates_pod and (current is None or current.status != "True"):
             # The status that follows a new Pod can only say that it is on its way: it is
@@ -282,8 +288,8 @@ def _plan_children(
         written = report.others if status_held is not None else report.actions
         announced = _announce_pod_created(writes, sandbox, observation, now)
         plan = Plan(
-            actions=(*written, *announced),
-            requeue_after=0 if writes else requeue_after,
+            actions=(*announced, *written) if status_too else (*written, *announced),
+            requeue_after=0 if writes and not status_too else requeue_after,
             reason=f"Ready={ready.status} ({ready.reason}: {ready.message})",
             error=first_error,
             steps=steps,

@@ -524,7 +524,9 @@ def test_a_pod_without_its_spec_plans_the_same() -> None:
 
 def test_pod_metadata_is_written_in_the_same_pass() -> None:
     """Upstream TestWriteBehindDisabledIsSynchronous (the default, window 0): a metadata drift is
-    patched in the pass that finds it, exactly once. (The window itself: test_write_behind.)"""
+    patched in the pass that finds it, exactly once, and the status that pass computes is
+    written after it in the same pass: the patch changes nothing the status reports, so no
+    second pass is needed for it. (The window itself: test_write_behind.)"""
     cluster = FakeCluster().add(
         sandbox(pod_labels={"team": "b"}, annotations={ANNOTATION_POD_NAME: "sb"}),
         owned_pod(labels={"team": "a"}, annotations={ANNOTATION_PROPAGATED_LABELS: "team"}),
@@ -532,7 +534,12 @@ def test_pod_metadata_is_written_in_the_same_pass() -> None:
     plans = cluster.converge()
     pod_patches = [w for w in cluster.writes if isinstance(w, Patch) and w.target.kind == "Pod"]
     assert len(pod_patches) == 1
-    assert plans[0].actions == (pod_patches[0],)
+    first = plans[0]
+    assert first.actions[0] == pod_patches[0]
+    status_writes = [a for a in first.actions if isinstance(a, Patch) and a.subresource == "status"]
+    assert [a.target.kind for a in status_writes] == ["Sandbox"]
+    assert len(plans) == 1 and first.requeue_after is None
+    assert plan_sandbox(cluster.observe(), NOW).actions == ()  # nothing was left for later
 
 
 def test_a_lost_memory_loses_no_write() -> None:

@@ -82,12 +82,18 @@ def metadata(cluster: FakeCluster) -> tuple[dict[str, str], dict[str, str]]:
 
 def test_write_behind_disabled_is_synchronous() -> None:
     """Upstream TestWriteBehindDisabledIsSynchronous: with window 0 the Pod metadata patch is
-    written in the pass that finds it, exactly once, and a second pass writes no Pod."""
+    written in the pass that finds it, exactly once, with the status after it in the same pass,
+    and a second pass writes no Pod."""
     cluster = FakeCluster().add(*after_adoption())
     reconciler = sandbox_reconciler()
     first = reconcile(reconciler, cluster, NOW)
     assert pod_patches(cluster) == 1
-    assert [type(a).__name__ for a in first.actions] == ["Patch"]
+    patches = [a for a in first.actions if isinstance(a, Patch)]
+    assert [(a.target.kind, a.subresource) for a in patches] == [
+        ("Pod", None),
+        ("Sandbox", "status"),
+    ]
+    assert first.requeue_after != 0
     labels, annotations = metadata(cluster)
     assert SAFE_TO_EVICT not in annotations and LABEL_WARM_POOL_SANDBOX not in labels
     settle(reconciler, cluster, NOW)
