@@ -5,9 +5,11 @@ Names follow ``io.sandbus.<noun>.<verb>.v<N>``:
 ``io.sandbus.object.added.v1`` / ``.modified.v1`` / ``.deleted.v1``
     The watcher observed a change of a Kubernetes object. ``data.object`` is the object as
     observed (``metadata.managedFields`` stripped: it is large and says nothing a subscriber
-    acts on); for a deletion it is the last state. ``data.synthetic`` is true when the watcher
-    inferred the change instead of seeing it, which today means one thing: the object vanished
-    while the watcher was not watching, and a relist found it gone. A synthetic deletion
+    acts on; and a Sandbox's Pod carries of its ``spec`` only ``nodeName``, since the rest is
+    its template's and no worker reads it there); for a deletion it is the last state.
+    ``data.synthetic`` is true when the watcher inferred the change instead of seeing it, which
+    today means one thing: the object vanished while the watcher was not watching, and a
+    relist found it gone. A synthetic deletion
     carries the last state the watcher published, so its id ends in that resourceVersion.
 ``io.sandbus.decision.made.v1``
     A worker reconciled one object: what woke it (``triggers``, event ids), the digest of the
@@ -77,7 +79,8 @@ KubeObject = Annotated[
     dict[str, Any],
     msgspec.Meta(
         description=(
-            "The Kubernetes object as observed, without metadata.managedFields. Only the "
+            "The Kubernetes object as observed, without metadata.managedFields (a Sandbox's "
+            "Pod: with only spec.nodeName of its spec). Only the "
             "identity fields are constrained; the rest is the kind's own schema."
         ),
         extra_json_schema={

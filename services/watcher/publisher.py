@@ -188,7 +188,7 @@ class Publisher:
         if obj is None:
             obj = await self._last_published_object(change)
         resource = self._resources[change.key.kind]
-        obj = resource.complete(dict(obj))
+        obj = resource.projected(resource.complete(dict(obj)))
         trace = trace_context(change.event_id, obj)
         # The watcher's span of this change, with the ids its event carries (services/watcher/
         # tracing.py): what consumers trace under the event's traceparent hangs under it.

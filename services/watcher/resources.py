@@ -106,6 +106,11 @@ class WatchedResource:
     controllers: tuple[tuple[str, str], ...] = ()
     """...or a controller ownerReference to one of these ``(API group, kind)``. Neither label
     keys nor controllers: every object is selected."""
+    spec_kept: tuple[str, ...] | None = None
+    """The fields of ``spec`` its events carry (None: the whole spec), unless the object has
+    one of :attr:`whole_spec_with` (see :meth:`projected`)."""
+    whole_spec_with: tuple[str, ...] = ()
+    """Label keys of the objects whose events carry the whole spec all the same."""
 
     def __post_init__(self) -> None:
         if self.kind not in RESOURCES:
@@ -157,6 +162,19 @@ class WatchedResource:
         if isinstance(labels, Mapping) and any(key in labels for key in self.label_keys):
             return True
         return self.controllers != () and _controller_of(metadata) in self.controllers
+
+    def projected(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` as its event carries it: without the fields of ``spec`` that no worker reads
+        (``obj`` itself is left as it is). A Sandbox's Pod travels with its metadata, its status
+        and ``spec.nodeName``, what the sandbox worker plans from (upstream's Pod cache
+        transform keeps the same); an OpenSandbox Pod whole, since a pause copies its spec."""
+        spec = obj.get("spec")
+        if self.spec_kept is None or not isinstance(spec, Mapping):
+            return obj
+        labels = (obj.get("metadata") or {}).get("labels")
+        if isinstance(labels, Mapping) and any(key in labels for key in self.whole_spec_with):
+            return obj
+        return {**obj, "spec": {k: spec[k] for k in self.spec_kept if k in spec}}
 
     def complete(self, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj`` with ``apiVersion`` and ``kind`` filled in, as list items of built-in kinds
@@ -219,16 +237,14 @@ CUSTOM_RESOURCES: tuple[WatchedResource, ...] = tuple(
 )
 
 _AGENT_SANDBOX_OWNED = (LABEL_SANDBOX_NAME_HASH, LABEL_ADOPTABLE)
+_OPENSANDBOX_OWNED = (LABEL_POOL_NAME, LABEL_BATCH_SANDBOX_NAME, LABEL_SANDBOX_SNAPSHOT_NAME)
 
 BUILTIN_RESOURCES: tuple[WatchedResource, ...] = (
     WatchedResource(
         kind="Pod",
-        label_keys=(
-            *_AGENT_SANDBOX_OWNED,
-            LABEL_POOL_NAME,
-            LABEL_BATCH_SANDBOX_NAME,
-            LABEL_SANDBOX_SNAPSHOT_NAME,
-        ),
+        label_keys=(*_AGENT_SANDBOX_OWNED, *_OPENSANDBOX_OWNED),
+        spec_kept=("nodeName",),
+        whole_spec_with=_OPENSANDBOX_OWNED,
     ),
     WatchedResource(kind="Service", label_keys=_AGENT_SANDBOX_OWNED),
     WatchedResource(kind="PersistentVolumeClaim", label_keys=_AGENT_SANDBOX_OWNED),

@@ -129,6 +129,33 @@ async def test_adopted_pods_move_between_selections_in_order_without_a_deletion(
     assert waited > 0  # some DELETED came first, and the ADDED after it settled the matter
 
 
+async def test_a_sandbox_pod_travels_without_the_spec_no_worker_reads(
+    cluster: DevCluster, client: k8s.ApiClient, nc: Client, history: ClusterHistory
+) -> None:
+    """A Sandbox's Pod is logged with its metadata, status and ``spec.nodeName`` only; an
+    OpenSandbox Pod, whose spec a pause copies, whole; and a Pod that carries both kinds of
+    label counts as an OpenSandbox Pod."""
+    core = k8s.CoreV1Api(client)
+    js = nc.jetstream()
+    pods = {
+        "sandbox-pod": {LABEL_SANDBOX_NAME_HASH: "0123abcd"},
+        "pool-pod": {LABEL_POOL_NAME: "python"},
+        "both": {LABEL_ADOPTABLE: "true", LABEL_POOL_NAME: "python"},
+    }
+    async with running_watcher(nc, client, config()):
+        for name, labels in pods.items():
+            body = labelled_pod(name, labels)
+            body["spec"]["nodeName"] = "node-1"
+            await core.create_namespaced_pod("default", body)
+        logged = await wait_caught_up(js, history, PODS)
+    specs = {entry.event.name: entry.event.data.object["spec"] for entry in logged}
+    assert specs["sandbox-pod"] == {"nodeName": "node-1"}
+    for name in ("pool-pod", "both"):
+        assert specs[name]["containers"][0]["image"] == "python:3.12"
+        assert specs[name]["nodeName"] == "node-1"
+    assert all(entry.event.data.object.get("status") is not None for entry in logged)
+
+
 async def test_an_unrelated_pod_is_never_read_nor_published(
     cluster: DevCluster, client: k8s.ApiClient, nc: Client, history: ClusterHistory
 ) -> None:

@@ -67,6 +67,28 @@ def test_builtins_are_selected_by_any_of_our_label_keys(
     assert RESOURCES[kind].selects(labelled(labels)) is selected
 
 
+def test_only_a_sandbox_pods_spec_is_cut_to_what_the_workers_read() -> None:
+    spec = {"nodeName": "node-1", "containers": [{"name": "app"}], "tolerations": []}
+
+    def pod(labels: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"labels": labels}, "spec": spec, "status": {"phase": "Running"}}
+
+    sandbox_pod = pod({LABEL_SANDBOX_NAME_HASH: "1a2b3c4d"})
+    cut = RESOURCES["Pod"].projected(sandbox_pod)
+    assert cut == {**sandbox_pod, "spec": {"nodeName": "node-1"}}
+    assert sandbox_pod["spec"] is spec  # the object given is left as it is
+    unscheduled = {**sandbox_pod, "spec": {"containers": []}}
+    assert RESOURCES["Pod"].projected(unscheduled)["spec"] == {}
+    for labels in (
+        {LABEL_POOL_NAME: "p"},
+        {LABEL_ADOPTABLE: "true", LABEL_BATCH_SANDBOX_NAME: "b"},
+    ):
+        whole = pod(labels)
+        assert RESOURCES["Pod"].projected(whole) is whole
+    service = {"metadata": {"labels": {LABEL_SANDBOX_NAME_HASH: "x"}}, "spec": {"ports": []}}
+    assert RESOURCES["Service"].projected(service) is service
+
+
 def controlled_by(*references: Any) -> dict[str, Any]:
     return {"metadata": {"ownerReferences": list(references)}}
 
