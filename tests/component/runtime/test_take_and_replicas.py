@@ -133,6 +133,92 @@ async def test_a_dropped_queue_is_made_again_by_the_next_take(js: JetStreamConte
     assert [d.message.subject.rsplit(".", 1)[-1] for d in again] == ["a", "b"]
 
 
+async def test_takes_at_once_from_one_consumer_each_get_their_own_answer(
+    js: JetStreamContext,
+) -> None:
+    """Forty takes at once from a queue of twenty, over the one subscription the consumer's
+    pulls share: twenty distinct entries and twenty empty answers, none waiting in vain."""
+    taker = WarmTaker()
+    await run(js, taker, *(entry(f"m{index}") for index in range(20)))
+    results = await asyncio.gather(*(run(js, taker, Take(QUEUE, CLAIM)) for _ in range(40)))
+    taken = [name for held in results for name in names(held)]
+    assert sorted(taken) == sorted(f"m{index}" for index in range(20))
+    assert taker.empty == 20
+
+
+async def test_a_take_whose_answer_is_lost_fails_and_the_next_takes_go_on(
+    js: JetStreamContext,
+) -> None:
+    """A pull request that never reaches the server (a connection lost under it): that take
+    fails after its timeout, saying so, and the takes after it are served as before."""
+    taker = WarmTaker(timeout=0.5)
+    await run(js, taker, entry("a"), entry("b"))
+    nc = js._nc
+    publish = nc.publish
+    lost: list[str] = []
+
+    async def losing_the_first_pull(subject: str, payload: bytes = b"", **kwargs: Any) -> None:
+        if ".CONSUMER.MSG.NEXT." in subject and not lost:
+            lost.append(subject)
+            return
+        await publish(subject, payload, **kwargs)
+
+    nc.publish = losing_the_first_pull  # type: ignore[method-assign]
+    try:
+        context = ExecutionContext(
+            api=None,  # type: ignore[arg-type]
+            cache=ObjectCache(),
+            js=js,
+            bus=BUS,
+            key=CLAIM,
+            hold=lambda delivery: None,
+        )
+        failed = await execute(Plan(actions=(Take(QUEUE, CLAIM),)), taker.executors(), context)
+    finally:
+        nc.publish = publish  # type: ignore[method-assign]
+    assert lost and failed.error is not None and "no answer from queue" in failed.error
+    assert names(await run(js, taker, Take(QUEUE, CLAIM))) == ["a"]
+    assert names(await run(js, taker, Take(QUEUE, CLAIM))) == ["b"]
+    assert await run(js, taker, Take(QUEUE, CLAIM)) == []
+
+
+async def test_a_take_waiting_when_its_queue_is_dropped_fails_at_once(
+    js: JetStreamContext,
+) -> None:
+    taker = WarmTaker(timeout=30)
+    await run(js, taker, entry("a"))
+    nc = js._nc
+    publish = nc.publish
+
+    async def losing_pulls(subject: str, payload: bytes = b"", **kwargs: Any) -> None:
+        if ".CONSUMER.MSG.NEXT." not in subject:
+            await publish(subject, payload, **kwargs)
+
+    nc.publish = losing_pulls  # type: ignore[method-assign]
+    try:
+        context = ExecutionContext(
+            api=None,  # type: ignore[arg-type]
+            cache=ObjectCache(),
+            js=js,
+            bus=BUS,
+            key=CLAIM,
+            hold=lambda delivery: None,
+        )
+        waiting = asyncio.create_task(
+            execute(Plan(actions=(Take(QUEUE, CLAIM),)), taker.executors(), context)
+        )
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+    finally:
+        nc.publish = publish  # type: ignore[method-assign]
+    pool = ObjectKey("SandboxWarmPool", "default", "pool-a")
+    started = time.monotonic()
+    await run(js, taker, DropQueue(QUEUE, pool))
+    failed = await asyncio.wait_for(waiting, 5)
+    assert failed.error is not None and "was deleted" in failed.error
+    assert time.monotonic() - started < 5
+
+
 def names(deliveries: list[Delivery]) -> list[str]:
     return [d.message.subject.rsplit(".", 1)[-1] for d in deliveries]
 
