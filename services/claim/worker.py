@@ -198,7 +198,8 @@ def _allocated(sandbox: Json, pod: Json) -> bool:
 
 def _opensandbox_pod(pod: Json) -> bool:
     """The Pods a BatchSandbox reads: a Pool's, or its own. The Pods of Sandboxes, most of the
-    bus's Pod events, are the sandbox worker's; the claim worker does not keep them."""
+    bus's Pod events, are the sandbox worker's; the claim worker does not keep them. Pods are
+    followed on demand: not at all until a BatchSandbox is in the cache."""
     labels = labels_of(pod)
     return LABEL_POOL_NAME in labels or LABEL_BATCH_SANDBOX_NAME in labels
 
@@ -343,4 +344,5 @@ def claim_worker(
         executors={**taker.executors(), SyncTasks: reports.execute},
         metrics=CLAIM_METRICS,
         follows={"Pod": _opensandbox_pod, "NetworkPolicy": _claims_policy},
+        on_demand={"Pod": ("BatchSandbox",)},
     )

@@ -29,7 +29,8 @@ The only Pods it follows are the OpenSandbox Pools' (:func:`_pools_pod`). A Sand
 Unschedulable hold and scheduling gates read each member's ``PodScheduled`` condition, which the
 sandbox worker copies from the member's Pod; upstream's pool controller reads the Pods, and here
 they were most of the events this worker decoded (six Pod changes a claim, against four of its
-Sandboxes), all turned away now before they are decoded.
+Sandboxes). Pods are followed on demand: only once an OpenSandbox Pool is in the cache, and
+its passes wait for them to be loaded; until then no Pod change reaches this worker at all.
 A pool's wakes are coalesced over :data:`POOL_COALESCE`: each pass reads every member.
 
 The pool worker reports the depth of each warm queue (``sandbus_warm_queue_depth``, labels
@@ -216,4 +217,5 @@ def pool_worker(settings: PoolSettings | None = None) -> WorkerDefinition:
         coalesce={"SandboxWarmPool": POOL_COALESCE, "Pool": OPEN_POOL_COALESCE},
         gauges=(WARM_QUEUE_GAUGE,),
         follows={"Pod": _pools_pod},
+        on_demand={"Pod": ("Pool",)},
     )

@@ -131,6 +131,11 @@ class WorkerDefinition:
     are neither cached nor wake anything (an object that stops matching leaves the cache). It
     is given only the object's ``metadata.labels`` and ``metadata.ownerReferences``: it runs
     before an event is decoded (:meth:`.waking.Waking.wants`)."""
+    on_demand: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Watched kind → the kinds that need it: the worker follows that kind only once it holds
+    an object of one of them, and their keys wait for it to be loaded (:mod:`.worker`). The
+    pool and claim workers follow Pods for OpenSandbox alone: without a Pool or BatchSandbox
+    they take none of the Pod changes, six a claim, that they would turn away unread."""
     patience: Mapping[str, Callable[[Json, Json], float]] = field(default_factory=dict)
     """Kind → for a change of an object of that kind (before, after), the seconds it may wait
     for a pass already scheduled of a key it wakes: within them it joins that pass instead of

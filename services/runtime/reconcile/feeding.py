@@ -37,6 +37,7 @@ removes once the replica has been gone for ``inactive_threshold``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -91,6 +92,7 @@ class BusFeed:
         durable_check: float = 30.0,
         retry_delay: float = 1.0,
         wanted: Callable[[str, bytes], bool] | None = None,
+        durable_suffix: str = "",
     ) -> None:
         self.js = js
         self.worker = worker
@@ -101,7 +103,9 @@ class BusFeed:
         self.start_margin = start_margin
         self.batch = batch
         self.ack_wait = ack_wait
-        self.durable = durable_name(worker)
+        self.durable_suffix = durable_suffix
+        """Tells the durable apart from the worker's other feeds' (``""``: its main one)."""
+        self.durable = durable_name(worker) + durable_suffix
         self.inactive_threshold: float | None = None
         """Seconds without a fetch after which the server removes the durable (a replica's)."""
         self.loaded = asyncio.Event()
@@ -167,6 +171,12 @@ class BusFeed:
                 inactive_threshold=self.inactive_threshold,
             ),
         )
+
+    async def forget_durable(self) -> None:
+        """Delete the durable, if there is one: a feed not needed now must not keep a backlog
+        for when it is needed again (it starts from the state table then)."""
+        with contextlib.suppress(NotFoundError):
+            await self.js.delete_consumer(self.bus.event_log_stream, self.durable)
 
     # -- step 2 -----------------------------------------------------------------------------
 

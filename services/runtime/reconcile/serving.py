@@ -212,8 +212,9 @@ async def _shard(worker: Worker, membership: Membership) -> None:
     worker.owns = membership.owns
     # Every replica sees every change (its cache is the whole world); only the reconciles are
     # divided. A replica that dies leaves its durable to the server's inactivity timeout.
-    worker.feed.durable = replica_durable_name(worker.definition.name, me)
-    worker.feed.inactive_threshold = REPLICA_DURABLE_INACTIVE
+    for feed in worker.feeds:
+        feed.durable = replica_durable_name(worker.definition.name, me) + feed.durable_suffix
+        feed.inactive_threshold = REPLICA_DURABLE_INACTIVE
 
     def changed(before: frozenset[str], now: frozenset[str]) -> None:
         worker.reshard(lambda key: owner_of(key, now) == me and owner_of(key, before) != me)

@@ -71,6 +71,7 @@ __all__ = [
     "ReconcileSpan",
     "StepSpans",
     "Tracing",
+    "trace_carrier",
     "trace_headers",
     "traced_reconcile",
     "tracing_from_environment",
@@ -171,10 +172,15 @@ def traced_reconcile(
         context=reconcile_parent(parent_context(request.parent), event_context(woken_by)),
         attributes=dict(request.attributes),
     ) as span:
-        headers = trace_headers(span)
-        carrier = json.dumps(headers, separators=(",", ":"), sort_keys=True) if headers else None
+        carrier = trace_carrier(span)
         complete = reconciler.with_trace_context
         yield span, (complete(inputs, carrier) if carrier and complete is not None else inputs)
+
+
+def trace_carrier(span: Span) -> str | None:
+    """The span's W3C headers as one JSON text, what a planner records on its object."""
+    headers = trace_headers(span)
+    return json.dumps(headers, separators=(",", ":"), sort_keys=True) if headers else None
 
 
 class StepSpans:

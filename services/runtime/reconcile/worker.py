@@ -32,6 +32,7 @@ recorded as a failed decision and the key backs off.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -40,13 +41,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nats.js import JetStreamContext
-from opentelemetry.trace import Status, StatusCode, Tracer
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from api.workqueue import QueueShutDown, WorkQueue
 from events.codec import ObservedState
 from events.envelope import ObjectKey
 from events.ids import inputs_digest
-from events.types import Decision, ObjectEvent
+from events.types import Decision, DecisionInputs, ObjectEvent
 from services.runtime.bus import BusConfig
 from services.runtime.cache import ObjectCache
 from services.runtime.cancellation import supervise
@@ -62,6 +63,7 @@ from services.runtime.reconcile.controller_series import (
 from services.runtime.reconcile.definition import (
     Gauge,
     Observed,
+    Reconciler,
     WorkerDefinition,
     WorkerSettings,
 )
@@ -79,7 +81,7 @@ from services.runtime.reconcile.queueing import schedule
 from services.runtime.reconcile.recording import Recorder, decision_inputs, decision_of
 from services.runtime.reconcile.resting import Resting
 from services.runtime.reconcile.sources import Delivery, HeldMessages, Source
-from services.runtime.reconcile.tracing import trace_headers, traced_reconcile
+from services.runtime.reconcile.tracing import trace_carrier, trace_headers, traced_reconcile
 from services.runtime.reconcile.waking import Waking
 
 __all__ = ["Worker"]
@@ -134,6 +136,8 @@ class Worker:
             wake=self._wake_for_message,
         )
         self._waking = Waking(self.cache, self.queue)
+        self._taking: dict[ObjectKey, list[str]] = {}
+        """The keys whose pass is carrying out a plan, and the messages taken for each."""
         self._woken_by = self._waking.woken_by
         self._resting = Resting(self.cache, self.queue.idle)
         self._recorder = Recorder(
@@ -144,37 +148,52 @@ class Worker:
             **self._held.executors(),
             **self.definition.executors,
         }
-        self.feed = BusFeed(
-            self.js,
-            worker=name,
-            kinds=self.definition.watched_kinds,
-            deliver=self.take_event,
-            load=self.take_state,
-            bus=self.bus,
-            start_margin=settings.start_margin,
-            batch=settings.fetch_batch,
-            wanted=self._wants if self.definition.follows else None,
-        )
-        stats = self.feed.stats
+        on_demand = self.definition.on_demand
+
+        def feed(kinds: tuple[str, ...], durable_suffix: str = "") -> BusFeed:
+            return BusFeed(
+                self.js,
+                worker=name,
+                kinds=kinds,
+                deliver=self.take_event,
+                load=self.take_state,
+                bus=self.bus,
+                start_margin=settings.start_margin,
+                batch=settings.fetch_batch,
+                wanted=self._wants if self.definition.follows else None,
+                durable_suffix=durable_suffix,
+            )
+
+        self.feed = feed(tuple(k for k in self.definition.watched_kinds if k not in on_demand))
+        self.demand_feed = feed(tuple(on_demand), "-on-demand") if on_demand else None
+        """The kinds followed on demand (``WorkerDefinition.on_demand``): a feed of their own,
+        started once an object that needs them is in the cache, never stopped after."""
+        self._needing = frozenset(kind for needs in on_demand.values() for kind in needs)
+        self._demanded = asyncio.Event()
         labels = {"worker": name}
+
+        def counts() -> dict[str, float]:
+            stats = [f.stats for f in self.feeds]
+            return {
+                "handled": sum(s.handled for s in stats),
+                "dead_lettered": sum(s.dead_lettered for s in stats),
+                "skipped": sum(s.skipped for s in stats),
+                "filtered": sum(s.filtered for s in stats),
+                "retried": sum(s.retried for s in stats),
+                "published": self.decisions_published,
+            }
+
         self.metrics.read_from(
             "sandbus_events",
             "Events a worker handled, dead-lettered, skipped, filtered (not followed, turned away "
             "unread) or retried from the event log, and the decision events it published to it.",
-            lambda: {
-                "handled": stats.handled,
-                "dead_lettered": stats.dead_lettered,
-                "skipped": stats.skipped,
-                "filtered": stats.filtered,
-                "retried": stats.retried,
-                "published": self.decisions_published,
-            },
+            counts,
             labels=labels,
         )
         self.metrics.read_from(
             "sandbus_events",
             "Events of the event log not delivered to a worker yet: its consumer's lag.",
-            lambda: {"pending": stats.pending},
+            lambda: {"pending": sum(f.stats.pending for f in self.feeds)},
             labels=labels,
             kind="gauge",
         )
@@ -196,6 +215,8 @@ class Worker:
             (f"{name}-{i}", self._work()) for i in range(self.settings.concurrency)
         ]
         children.append((f"{name}-feed", self.feed.run(self._enqueue_everything)))
+        if self.demand_feed is not None:
+            children.append((f"{name}-feed-on-demand", self._follow_on_demand(self.demand_feed)))
         for source in self.definition.sources:
             children.append((f"{name}-{source.name}", self._run_source(source)))
         if self.definition.sources:
@@ -211,6 +232,35 @@ class Worker:
             self.queue.shutdown()
             self._resting.stop()
             await self._held.hand_back()
+
+    @property
+    def feeds(self) -> tuple[BusFeed, ...]:
+        """The worker's feeds from the bus: the main one, and the one of kinds on demand."""
+        return (self.feed,) if self.demand_feed is None else (self.feed, self.demand_feed)
+
+    async def _follow_on_demand(self, feed: BusFeed) -> None:
+        await self.feed.loaded.wait()
+        if not self._demanded.is_set():
+            # Nothing needs the kinds now: an earlier run's durable goes, so that a later
+            # demand starts from the state table instead of the backlog since.
+            await until_nats_answers(
+                f"{self.definition.name}: deleting {feed.durable}",
+                feed.forget_durable,
+                feed.retry_delay,
+            )
+            await self._demanded.wait()
+        log.info("%s: following %s from now on", self.definition.name, ", ".join(feed.kinds))
+        await feed.run(self._enqueue_needing)
+
+    def _enqueue_needing(self) -> None:
+        """After a load of the kinds on demand: a pass for each key whose planner reads them."""
+        for kind in self._needing & self._reconcilers.keys():
+            for key in self.cache.keys(kind):
+                self.queue.add(key, background=True)
+
+    def _demand(self, kind: str) -> None:
+        if kind in self._needing and not self._demanded.is_set():
+            self._demanded.set()
 
     def _sample(self, gauge: Gauge) -> Callable[[], Awaitable[Mapping[tuple[str, ...], float]]]:
         def sample() -> Awaitable[Mapping[tuple[str, ...], float]]:
@@ -240,6 +290,7 @@ class Worker:
     def take_event(self, event: ObjectEvent) -> None:
         """One change from the bus: into the cache, then wake the keys it concerns
         (:mod:`.waking`)."""
+        self._demand(event.kind)
         self._waking.take_event(
             event,
             self.definition,
@@ -254,6 +305,7 @@ class Worker:
     def take_state(self, state: ObservedState) -> None:
         """One object of a read of the state table: into the cache. Nothing wakes: once the
         read is complete every key is reconciled, never from a partial view."""
+        self._demand(state.key.kind)
         self._waking.take_state(state, self.definition)
 
     def take_delivery(self, delivery: Delivery) -> None:
@@ -261,7 +313,10 @@ class Worker:
         self._held.take(delivery)
 
     def _wake_for_message(self, key: ObjectKey, token: str) -> None:
-        if key.kind in self._reconcilers:
+        taking = self._taking.get(key)
+        if taking is not None:
+            taking.append(token)  # its pass is carrying out a plan: that pass looks at it
+        elif key.kind in self._reconcilers:
             self.queue.add(key, trigger=token)
 
     def _room(self) -> int:
@@ -287,6 +342,10 @@ class Worker:
                 await self._held.let_go(key)
                 self.queue.done(key)
                 continue
+            if key.kind in self._needing and self.demand_feed is not None:
+                # Its planner reads kinds on demand: never from a cache without them.
+                self._demanded.set()
+                await self.demand_feed.loaded.wait()
             self.series.begin(key.kind)
             started = time.perf_counter()
             try:
@@ -319,54 +378,93 @@ class Worker:
             messages=self._held.messages(key),
         )
 
+    def _reconciler_of(self, key: ObjectKey) -> Reconciler[Any]:
+        return self._reconcilers[key.kind]
+
+    def _observe(self, key: ObjectKey, now: datetime) -> tuple[Observed, Any, DecisionInputs]:
+        """What the planner gets for ``key`` now, and its record by reference."""
+        given = self.observed(key, now)
+        with self.cache.recording() as reads:
+            observed = self._reconciler_of(key).observe(key, given)
+        return given, observed, decision_inputs(given, reads)
+
+    async def _plan_and_carry_out(
+        self,
+        key: ObjectKey,
+        inputs: Any,
+        given: Observed,
+        now: datetime,
+        started: float,
+        span: Span | None,
+    ) -> tuple[Plan, Execution, bool]:
+        """The plan for ``inputs``, carried out; and whether the planner raised."""
+        reconciler = self._reconciler_of(key)
+        try:
+            plan = reconciler.plan(inputs, now)
+        except Exception as error:
+            log.exception("%s: planner failed for %s", self.definition.name, key)
+            return (
+                Plan(reason="the planner raised", error=f"planner bug: {error!r}"),
+                Execution(),
+                True,
+            )
+        self._waking.planned(key, time.perf_counter() - started, self.definition)
+        execution = await carry_out(
+            plan,
+            self._executors,
+            ExecutionContext(
+                self.api, self.cache, self.js, self.bus, key, self.take_delivery, self.metrics
+            ),
+            remember=lambda memo, expectations: self._memory.remember(key, memo, expectations),
+            expectations=given.expectations,
+            expects=reconciler.expects,
+            now=now,
+            may_act=self.may_act,
+            tracer=self.tracer if span is not None else None,
+        )
+        return plan, execution, False
+
     async def reconcile(self, key: ObjectKey, triggers: tuple[str, ...] = ()) -> Decision:
         name = self.definition.name
-        reconciler = self._reconcilers[key.kind]
+        reconciler = self._reconciler_of(key)
         started = time.perf_counter()
         self.cache.expire()
         now = self.clock()
-        given = self.observed(key, now)
-        with self.cache.recording() as reads:
-            observed = reconciler.observe(key, given)
-        recorded = decision_inputs(given, reads)
+        given, observed, recorded = self._observe(key, now)
         woken_by = self._woken_by.get(key)
         with traced_reconcile(self.tracer, reconciler, observed, woken_by) as (span, inputs):
             if span is None and woken_by is not None:
                 self._woken_by.pop(key, None)  # not traced (its object is gone): forget it
+            self._taking[key] = []
+            try:
+                plan, execution, panicked = await self._plan_and_carry_out(
+                    key, inputs, given, now, started, span
+                )
+            finally:
+                taken = self._taking.pop(key)
+            if taken and execution.stale and execution.error is None:
+                # The plan took an entry off a queue for the key, and stopped to look at it:
+                # it is planned again at once, with the entry in hand, in the same pass (one
+                # decision, whose inputs hold the entry) instead of in a pass of its own.
+                given, observed, recorded = self._observe(key, now)
+                carrier = trace_carrier(span) if span is not None else None
+                if carrier and reconciler.with_trace_context is not None:
+                    observed = reconciler.with_trace_context(observed, carrier)
+                plan, again, panicked = await self._plan_and_carry_out(
+                    key, observed, given, now, started, span
+                )
+                execution = Execution(
+                    outcomes=(*execution.outcomes, *again.outcomes),
+                    error=again.error,
+                    stale=again.stale,
+                )
+                triggers = (*triggers, *taken)
+            else:
+                for token in taken:
+                    self._wake_for_message(key, token)
             # By reference, not content: the same objects at the same resourceVersions make the
             # same inputs, and a pool's pass reads every member and its Pod.
             digest = inputs_digest({"inputs": recorded, "now": now})
-            panicked = False
-            try:
-                plan = reconciler.plan(inputs, now)
-            except Exception as error:
-                panicked = True
-                log.exception("%s: planner failed for %s", name, key)
-                plan = Plan(reason="the planner raised", error=f"planner bug: {error!r}")
-                execution = Execution()
-            else:
-                self._waking.planned(key, time.perf_counter() - started, self.definition)
-                execution = await carry_out(
-                    plan,
-                    self._executors,
-                    ExecutionContext(
-                        self.api,
-                        self.cache,
-                        self.js,
-                        self.bus,
-                        key,
-                        self.take_delivery,
-                        self.metrics,
-                    ),
-                    remember=lambda memo, expectations: self._memory.remember(
-                        key, memo, expectations
-                    ),
-                    expectations=given.expectations,
-                    expects=reconciler.expects,
-                    now=now,
-                    may_act=self.may_act,
-                    tracer=self.tracer if span is not None else None,
-                )
             write_passes = self._memory.passed(
                 key, wrote=bool(execution.outcomes), error=execution.error, now=now
             )

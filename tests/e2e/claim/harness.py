@@ -80,6 +80,25 @@ async def launch_types(kube: KubeApi, sandboxes: set[str]) -> Counter[str]:
     )
 
 
+async def claim_decisions(url: str, name: str) -> list[dict[str, Any]]:
+    """The ``data`` of every decision the claim worker recorded about claim ``name``."""
+    import msgspec
+    import nats
+
+    from events.subjects import encode_token
+    from services.runtime.streams import read_to_end
+
+    connection = await nats.connect(url)
+    try:
+        subject = f"sandbus.decisions.claim.sandboxclaim.{encode_token(NS)}.{encode_token(name)}"
+        return [
+            msgspec.json.decode(msg.data)["data"]
+            async for msg in read_to_end(connection.jetstream(), "SANDBUS_EVENTS", [subject])
+        ]
+    finally:
+        await connection.close()
+
+
 async def recent_decisions(url: str, names: list[str], last: int = 6) -> str:
     """The claim worker's last decisions about ``names``, for a failure's message."""
     import msgspec

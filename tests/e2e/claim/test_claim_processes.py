@@ -22,6 +22,7 @@ import pytest
 from tests.e2e.claim.harness import (
     CLAIM_ENV,
     bindings,
+    claim_decisions,
     claims_ready,
     create_claims,
     launch_types,
@@ -88,6 +89,19 @@ async def test_fifty_claims_adopt_fifty_warm_then_sixty_take_every_warm_one_and_
                 await until(lambda: claims_ready(kube, set(first)), within=60, interval=0.1)
                 bound = await bindings(kube)
                 assert await launch_types(kube, {bound[n] for n in first}) == {"warm": 50}
+                # A warm adoption is one pass: the take and the writes it led to are one
+                # decision, whose inputs hold the entry taken.
+                for name in first[:5]:
+                    decisions = await claim_decisions(url, name)
+                    taking = [
+                        d for d in decisions if any(a["verb"] == "take" for a in d["actions"])
+                    ]
+                    assert len(taking) == 1, decisions
+                    verbs = [a["verb"] for a in taking[0]["actions"]]
+                    assert verbs[0] == "take" and verbs[-1] == "ack", verbs
+                    assert {"patch", "patch status"} <= set(verbs), verbs
+                    (entry,) = taking[0]["inputs"]["messages"]
+                    assert entry["subject"].endswith(f".{bound[name]}"), entry
 
                 await until(full, within=120, interval=0.25)  # replenished, and queued
 

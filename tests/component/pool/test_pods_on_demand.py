@@ -1,0 +1,111 @@
+"""The pool worker follows Pods on demand: not at all while no OpenSandbox Pool exists (the
+Sandboxes' Pods, six changes a claim, never reach it), then, once a Pool comes, from the state
+table on; a durable left by an earlier run that nothing needs now is deleted at start. The
+development cluster, NATS, the watcher and the pool worker in this process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
+
+from api.keys import LABEL_SANDBOX_NAME_HASH
+from api.opensandbox import LABEL_POOL_NAME
+from events.subjects import event_filter
+from services.runtime.bus import BusConfig
+from services.runtime.kube import KubeApi
+from tests.support.samples import NS, Json, is_ready
+from tests.support.stack import api_client, bounded, cluster_and_watcher, pool_worker_running
+from tests.support.waiting import until
+
+ON_DEMAND = "pool-worker-on-demand"
+POOL = "open-pool"
+WITHIN = 20.0
+
+
+def sandbox_pod(name: str) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {LABEL_SANDBOX_NAME_HASH: "0a1b"}},
+        "spec": {"containers": [{"name": "main", "image": "python:3.12"}]},
+    }
+
+
+def pool_body() -> Json:
+    return {
+        "apiVersion": "sandbox.opensandbox.io/v1alpha1",
+        "kind": "Pool",
+        "metadata": {"name": POOL, "namespace": NS},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "main", "image": "python:3.12"}]}},
+            "capacitySpec": {"bufferMin": 2, "bufferMax": 2, "poolMin": 0, "poolMax": 2},
+        },
+    }
+
+
+async def consumers(js: JetStreamContext, bus: BusConfig) -> dict[str, ConsumerConfig]:
+    return {info.name: info.config for info in await js.consumers_info(bus.event_log_stream)}
+
+
+async def test_pods_reach_the_pool_worker_only_once_a_pool_needs_them(
+    nats_url: str, tmp_path: Path
+) -> None:
+    async with (
+        cluster_and_watcher(nats_url, tmp_path) as (cluster, _, js, bus),
+        bounded(api_client(cluster, tmp_path, "test"), "the test's API client") as client,
+    ):
+        kube = KubeApi(client, field_manager="test")
+        # An earlier run's durable of the kinds on demand, with a backlog behind it.
+        await js.add_consumer(
+            bus.event_log_stream,
+            ConsumerConfig(durable_name=ON_DEMAND, filter_subject=event_filter("Pod")),
+        )
+        async with pool_worker_running(cluster, js, bus, tmp_path) as worker:
+            assert worker.demand_feed is not None
+            await until(
+                lambda: _without(js, bus, ON_DEMAND), within=WITHIN, what="the old durable gone"
+            )
+            main = (await consumers(js, bus))["pool-worker"]
+            assert event_filter("Pod") not in (main.filter_subjects or [main.filter_subject])
+            for index in range(5):
+                await kube.create(sandbox_pod(f"sandbox-pod-{index}"))
+            await until(
+                lambda: _logged_pods(js, bus, 5), within=WITHIN, what="the Pods on the event log"
+            )
+            handled = worker.feed.stats.handled
+            assert worker.demand_feed.stats.handled == 0
+            assert not worker.demand_feed.loaded.is_set()
+
+            await kube.create(pool_body())
+
+            async def filled() -> bool:
+                pods = [
+                    p
+                    for p in await kube.list("Pod", NS)
+                    if (p["metadata"].get("labels") or {}).get(LABEL_POOL_NAME) == POOL
+                ]
+                return len(pods) == 2 and all(is_ready(p) for p in pods)
+
+            await until(filled, within=WITHIN, what="the Pool's two Pods Ready")
+
+            async def counted() -> bool:
+                status = (await kube.list("Pool", NS))[0].get("status") or {}
+                return status.get("total") == 2 and status.get("available") == 2
+
+            await until(counted, within=WITHIN, what="the Pool counting its Pods")
+            assert ON_DEMAND in await consumers(js, bus)
+            assert worker.demand_feed.loaded.is_set()
+            # The Pool's Pods came through the feed on demand; the main one took none.
+            assert worker.demand_feed.stats.handled > 0
+            assert worker.feed.stats.filtered == 0 and worker.feed.stats.handled >= handled
+
+
+async def _without(js: JetStreamContext, bus: BusConfig, name: str) -> bool:
+    return name not in await consumers(js, bus)
+
+
+async def _logged_pods(js: JetStreamContext, bus: BusConfig, count: int) -> bool:
+    info = await js.stream_info(bus.event_log_stream, subjects_filter=event_filter("Pod"))
+    return len(info.state.subjects or {}) >= count
