@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import dataclasses
+import json
 import os
 import sys
 from pathlib import Path
@@ -39,6 +41,7 @@ from claim_latency import claims_to_ready, fill_pool
 from common import Stack, progress
 
 from services.runtime.bus import BusConfig
+from services.runtime.reconcile.feeding import durable_name
 
 
 def subject_class(subject: str) -> str:
@@ -67,20 +70,144 @@ async def stream_counts(js: Any) -> dict[str, tuple[int, int, collections.Counte
     return counts
 
 
-async def event_log_bytes(js: Any, first: int) -> collections.Counter[str]:
-    """The event log's bytes (data and headers) by subject class, from sequence ``first`` on:
-    where a claim's bytes go, which the stream's total does not say."""
+@dataclasses.dataclass
+class LogContents:
+    """What the event log gained over the claims: bytes by subject class, and the operations
+    its decisions and changes stand for (for the floor of ``--floor``)."""
+
+    sizes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    changes: int = 0
+    """Observed changes: each one a watch event the watcher read and a publish it made."""
+    decisions: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    api_calls: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    """Each worker's actions that are calls to the Kubernetes API."""
+    bus_calls: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    """Each worker's actions on a warm queue (enqueue, take, ack, purge...)."""
+    sample: dict[str, Any] | None = None
+    """The last Pod change, its data and headers: the message the floor is measured with."""
+
+
+API_VERBS = frozenset({"create", "update", "delete", "patch", "patch status", "read", "exec"})
+BUS_VERBS = frozenset({"enqueue", "purge", "take", "ack", "release", "drop queue"})
+"""Actions on a warm queue, each a request to JetStream (a ``record`` is a metric, no I/O)."""
+
+
+async def event_log_contents(js: Any, first: int) -> LogContents:
+    """The event log from sequence ``first`` on: its bytes (data and headers) by subject class,
+    which the stream's total does not say, and the operations it records."""
     stream = BusConfig().event_log_stream
     last = (await js.stream_info(stream)).state.last_seq
-    sizes: collections.Counter[str] = collections.Counter()
+    contents = LogContents()
     for seq in range(first, last + 1):
         try:
             message = await js.get_msg(stream, seq)
         except nats.js.errors.NotFoundError:
             continue
         headers = sum(len(k) + len(v) + 4 for k, v in (message.headers or {}).items())
-        sizes[subject_class(message.subject)] += len(message.data or b"") + headers
-    return sizes
+        contents.sizes[subject_class(message.subject)] += len(message.data or b"") + headers
+        if message.subject.startswith("sandbus.events."):
+            contents.changes += 1
+            if message.subject.startswith("sandbus.events.pod."):
+                contents.sample = {
+                    "data": message.data.decode(),
+                    "headers": dict(message.headers or {}),
+                }
+            continue
+        decision = json.loads(message.data)["data"]
+        worker = decision["worker"]
+        contents.decisions[worker] += 1
+        for action in decision.get("actions") or ():
+            if action["verb"] in API_VERBS:
+                contents.api_calls[worker] += 1
+            elif action["verb"] in BUS_VERBS:
+                contents.bus_calls[worker] += 1
+    return contents
+
+
+WORKERS = ("sandbox", "pool", "claim")
+
+
+async def deliveries(js: Any) -> dict[str, int]:
+    """How many messages each worker's durable consumers of the event log (one, or one a
+    replica when it is sharded) have delivered."""
+    delivered = dict.fromkeys(WORKERS, 0)
+    for info in await js.consumers_info(BusConfig().event_log_stream):
+        for worker in WORKERS:
+            if info.name == durable_name(worker) or info.name.startswith(
+                f"{durable_name(worker)}-"
+            ):
+                delivered[worker] += info.delivered.consumer_seq
+    return delivered
+
+
+async def op_floor(stack: Stack, sample: dict[str, Any]) -> dict[str, float]:
+    """``op_floor.py`` in a process of its own against ``stack``: µs of CPU per operation."""
+    path = stack.workdir / "floor-sample.json"
+    path.write_text(json.dumps(sample))
+    bench = Path(__file__).resolve().parent
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(bench / "op_floor.py"),
+        "--nats",
+        stack.nats_url,
+        "--kubeconfig",
+        str(stack.kubeconfig),
+        "--sample",
+        str(path),
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(bench.parent)},
+    )
+    out, _ = await process.communicate()
+    if process.returncode:
+        raise RuntimeError(f"op_floor.py failed ({process.returncode})")
+    floors: dict[str, float] = json.loads(out)
+    return floors
+
+
+def floor_table(
+    n: int,
+    contents: LogContents,
+    delivered: dict[str, int],
+    memos: int,
+    floors: dict[str, float],
+    cpu: dict[str, float],
+) -> str:
+    """Per service: the operations of a claim, and what they cost at the least (each count
+    times its floor) beside what the service spent."""
+    ops = ", ".join(f"{name} {value:.0f} µs" for name, value in floors.items())
+    rows = [
+        f"Floor per operation (op_floor.py, same stack): {ops}\n",
+        "| service | deliveries | publishes | API calls | watch events | floor, ms | spent, ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    total_floor = 0.0
+    watcher = contents.changes * (floors["published"] + floors["watched"]) / 1000
+    rows.append(
+        f"| watcher | | {contents.changes / n:.1f} | | {contents.changes / n:.1f} "
+        f"| {watcher / n:.2f} | {cpu['watcher'] / n * 1000:.2f} |"
+    )
+    total_floor += watcher
+    for worker in WORKERS:
+        publishes = contents.decisions[worker] + contents.bus_calls[worker]
+        floor = (
+            delivered[worker] * floors["delivered"]
+            + publishes * floors["published"]
+            + contents.api_calls[worker] * floors["written"]
+        ) / 1000
+        total_floor += floor
+        rows.append(
+            f"| {worker} | {delivered[worker] / n:.1f} | {publishes / n:.1f} "
+            f"| {contents.api_calls[worker] / n:.1f} | | {floor / n:.2f} "
+            f"| {cpu[worker] / n * 1000:.2f} |"
+        )
+    memo_floor = memos * floors["published"] / 1000
+    total_floor += memo_floor
+    rows.append(f"| memos (the workers') | | {memos / n:.1f} | | | {memo_floor / n:.2f} | |")
+    spent = sum(cpu[s] for s in ("watcher", *WORKERS))
+    rows.append(
+        f"| **four services** | | | | | **{total_floor / n:.2f}** | **{spent / n * 1000:.2f}** |"
+    )
+    return "\n".join(rows)
 
 
 async def resource_version(http: aiohttp.ClientSession) -> int:
@@ -111,6 +238,8 @@ async def main(args: argparse.Namespace) -> None:
         writes_before = await resource_version(http)
         streams_before = await stream_counts(stack.js)
         log_first = (await stack.js.stream_info(BusConfig().event_log_stream)).state.last_seq + 1
+        delivered_before = await deliveries(stack.js)
+        memo_before = (await stack.js.stream_info(BusConfig().memo_stream)).state.last_seq
         cpu_before = stack.cpu()
         sampled = {name: pid for name, pid in stack.pids().items() if name != "nats-server"}
         if args.profile:
@@ -122,7 +251,17 @@ async def main(args: argparse.Namespace) -> None:
         profiles = cpu_profile.collect(sampled, args.profile) if args.profile else {}
         writes = await resource_version(http) - writes_before
         streams = await stream_counts(stack.js)
-        log_bytes = await event_log_bytes(stack.js, log_first)
+        contents = await event_log_contents(stack.js, log_first)
+        log_bytes = contents.sizes
+        floor = ""
+        if args.floor and contents.sample is not None:
+            progress("the floor of each operation, in a process of its own")
+            after = await deliveries(stack.js)
+            delivered = {w: after[w] - delivered_before[w] for w in WORKERS}
+            memo_info = await stack.js.stream_info(BusConfig().memo_stream)
+            memo_writes = memo_info.state.last_seq - memo_before
+            floors = await op_floor(stack, contents.sample)
+            floor = floor_table(args.claims, contents, delivered, memo_writes, floors, cpu)
 
     n = args.claims
     print(
@@ -149,6 +288,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"| {cells} | {sum(cpu.values()) / n * 1000:.1f} |")
     services = ("watcher", "sandbox", "pool", "claim")
     print(f"\nsandbus's four services: {sum(cpu[s] for s in services) / n * 1000:.1f} ms")
+    if floor:
+        print(f"\n{floor}")
     if profiles:
         print(f"\n{cpu_profile.report(profiles, n)}")
         print(f"\n(samples in {args.profile}; again: python bench/cpu_profile.py DIR --per {n})")
@@ -171,6 +312,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="DIR",
         help="sample each Python process's CPU (bench/cpu_profile.py) into DIR, and print where "
         "each millisecond went",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure the least CPU each kind of operation costs (bench/op_floor.py) and "
+        "print each service's operations per claim times those floors",
     )
     return parser.parse_args(argv)
 

@@ -36,9 +36,11 @@ import random
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import cpu_profile
 from common import POD_SPEC, Stack, is_ready, percentile, progress, sequential_writes
 
 from api.keys import LABEL_LAUNCH_TYPE, LABEL_WARM_POOL_SANDBOX, name_hash
@@ -250,6 +252,9 @@ def schedule_of(args: argparse.Namespace) -> list[float]:
 
 
 async def main(args: argparse.Namespace) -> None:
+    if args.profile:
+        # Every process the stack starts inherits this one's environment.
+        os.environ.update(cpu_profile.sampling_environment(args.profile))
     schedule = schedule_of(args)
     stack = Stack(
         "bench-claim-",
@@ -265,8 +270,12 @@ async def main(args: argparse.Namespace) -> None:
         base = await sequential_writes(http, min(len(schedule), 200), WRITES)
         progress(f"{len(schedule)} claims ({args.scenario})")
         before = stack.cpu()
+        sampled = {name: pid for name, pid in stack.pids().items() if name != "nats-server"}
+        if args.profile:
+            cpu_profile.reset(sampled.values())
         latencies, wall = await claims_to_ready(http, schedule, args.concurrency, args.limit)
         cpu = stack.spent(before)
+        profiles = cpu_profile.collect(sampled, args.profile) if args.profile else {}
         kinds = await launch_types(http)
 
     values = list(latencies.values())
@@ -300,6 +309,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"| {' | '.join(cpu)} |")
     print(f"|{'---:|' * len(cpu)}")
     print(f"| {' | '.join(f'{v:.2f}' for v in cpu.values())} |")
+    if profiles:
+        print(f"\n{cpu_profile.report(profiles, len(values))}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -316,6 +327,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=1, help="sustained: arrival times")
     parser.add_argument("--limit", type=float, default=900.0, help="seconds before giving up")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="sample each Python process's CPU while the claims are served "
+        "(bench/cpu_profile.py) into DIR, and print where each millisecond of a claim went",
+    )
     args = parser.parse_args(argv)
     if args.pool is None:
         args.pool = 150 if args.scenario == "sustained" else args.claims + 50
