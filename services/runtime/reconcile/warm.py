@@ -288,13 +288,21 @@ class _ConsumerPulls:
         self._nc = nc
         self._next = next_subject
         self._inbox = nc.new_inbox()
-        self._subscription: Subscription | None = None
+        self._subscribing: asyncio.Future[Subscription] | None = None
+        """One subscription, whichever take comes first: two would hand out each answer twice."""
         self._waiting: collections.deque[asyncio.Future[Msg]] = collections.deque()
 
     async def next(self, within: float) -> Msg:
         """The answer to one pull of one message, ``no_wait``; TimeoutError without one."""
-        if self._subscription is None:
-            self._subscription = await self._nc.subscribe(self._inbox, cb=self._answer)
+        if self._subscribing is None:
+            self._subscribing = asyncio.ensure_future(
+                self._nc.subscribe(self._inbox, cb=self._answer)
+            )
+        try:
+            await asyncio.shield(self._subscribing)
+        except (nats.errors.Error, OSError):
+            self._subscribing = None  # the next take subscribes again
+            raise
         answer: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
         self._waiting.append(answer)
         await self._nc.publish(self._next, _ONE_NOW, reply=self._inbox)
@@ -314,10 +322,10 @@ class _ConsumerPulls:
             if not answer.done():
                 answer.set_exception(ActionFailed(why))
         self._waiting.clear()
-        subscription, self._subscription = self._subscription, None
-        if subscription is not None:
-            with contextlib.suppress(nats.errors.Error):
-                await subscription.unsubscribe()
+        subscribing, self._subscribing = self._subscribing, None
+        if subscribing is not None:
+            with contextlib.suppress(nats.errors.Error, OSError):
+                await (await subscribing).unsubscribe()
 
 
 async def _consumer_names(js: JetStreamContext, stream: str) -> list[str]:

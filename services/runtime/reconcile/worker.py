@@ -3,14 +3,16 @@
 
 For each key taken from the queue, :meth:`Worker.reconcile` observes (an
 :class:`~.definition.Observed`: the cache, the key's memo and expectations, the messages held
-for it, its last error), plans,
-carries the plan out (:func:`~.executing.carry_out`: the key's memory written ahead of the
-actions, then the actions), schedules when the key comes back (:func:`~.queueing.schedule`) and
-records a ``DecisionMade`` event (:mod:`.recording`). The parts it ties together, each in its
-module:
+for it, its last error), plans, carries the plan out (:func:`~.executing.carry_out`: the key's
+memory written ahead of the actions, then the actions; a plan that took a message of a further
+source for its key and stopped there is planned again at once with it, in the same pass),
+schedules when the key comes back (:func:`~.queueing.schedule`) and records a
+``DecisionMade`` event (:mod:`.recording`). The parts it ties together, each in its module:
 
 - :mod:`.feeding` and :mod:`.waking`: the state table, then the event log, into the cache; the
-  keys each change wakes, into the work queue (:class:`api.workqueue.WorkQueue`);
+  keys each change wakes, into the work queue (:class:`api.workqueue.WorkQueue`). The kinds a
+  definition follows ``on_demand`` have a feed of their own, started once the cache holds an
+  object that needs them; the keys of those objects wait for it to be loaded;
 - :mod:`.sources`: messages of further sources, held for their keys until a plan acks them;
 - :mod:`.memory`: what the worker keeps per key, on the bus and in this process;
 - :mod:`.resting`: memory given back while the queue is idle.
@@ -63,7 +65,6 @@ from services.runtime.reconcile.controller_series import (
 from services.runtime.reconcile.definition import (
     Gauge,
     Observed,
-    Reconciler,
     WorkerDefinition,
     WorkerSettings,
 )
@@ -259,7 +260,7 @@ class Worker:
                 self.queue.add(key, background=True)
 
     def _demand(self, kind: str) -> None:
-        if kind in self._needing and not self._demanded.is_set():
+        if kind in self._needing:
             self._demanded.set()
 
     def _sample(self, gauge: Gauge) -> Callable[[], Awaitable[Mapping[tuple[str, ...], float]]]:
@@ -344,7 +345,7 @@ class Worker:
                 continue
             if key.kind in self._needing and self.demand_feed is not None:
                 # Its planner reads kinds on demand: never from a cache without them.
-                self._demanded.set()
+                self._demand(key.kind)
                 await self.demand_feed.loaded.wait()
             self.series.begin(key.kind)
             started = time.perf_counter()
@@ -378,14 +379,11 @@ class Worker:
             messages=self._held.messages(key),
         )
 
-    def _reconciler_of(self, key: ObjectKey) -> Reconciler[Any]:
-        return self._reconcilers[key.kind]
-
     def _observe(self, key: ObjectKey, now: datetime) -> tuple[Observed, Any, DecisionInputs]:
         """What the planner gets for ``key`` now, and its record by reference."""
         given = self.observed(key, now)
         with self.cache.recording() as reads:
-            observed = self._reconciler_of(key).observe(key, given)
+            observed = self._reconcilers[key.kind].observe(key, given)
         return given, observed, decision_inputs(given, reads)
 
     async def _plan_and_carry_out(
@@ -398,7 +396,7 @@ class Worker:
         span: Span | None,
     ) -> tuple[Plan, Execution, bool]:
         """The plan for ``inputs``, carried out; and whether the planner raised."""
-        reconciler = self._reconciler_of(key)
+        reconciler = self._reconcilers[key.kind]
         try:
             plan = reconciler.plan(inputs, now)
         except Exception as error:
@@ -426,7 +424,7 @@ class Worker:
 
     async def reconcile(self, key: ObjectKey, triggers: tuple[str, ...] = ()) -> Decision:
         name = self.definition.name
-        reconciler = self._reconciler_of(key)
+        reconciler = self._reconcilers[key.kind]
         started = time.perf_counter()
         self.cache.expire()
         now = self.clock()

@@ -219,6 +219,38 @@ async def test_a_take_waiting_when_its_queue_is_dropped_fails_at_once(
     assert time.monotonic() - started < 5
 
 
+async def test_a_take_whose_subscription_fails_fails_and_the_next_subscribes_again(
+    js: JetStreamContext,
+) -> None:
+    taker = WarmTaker()
+    await run(js, taker, entry("a"))
+    nc = js._nc
+    subscribe = nc.subscribe
+    refused: list[str] = []
+
+    async def refusing_once(subject: str, **kwargs: Any) -> Any:
+        if not refused:
+            refused.append(subject)
+            raise nats.errors.ConnectionReconnectingError
+        return await subscribe(subject, **kwargs)
+
+    nc.subscribe = refusing_once  # type: ignore[method-assign]
+    try:
+        context = ExecutionContext(
+            api=None,  # type: ignore[arg-type]
+            cache=ObjectCache(),
+            js=js,
+            bus=BUS,
+            key=CLAIM,
+            hold=lambda delivery: None,
+        )
+        failed = await execute(Plan(actions=(Take(QUEUE, CLAIM),)), taker.executors(), context)
+        assert refused and failed.error is not None
+        assert names(await run(js, taker, Take(QUEUE, CLAIM))) == ["a"]
+    finally:
+        nc.subscribe = subscribe  # type: ignore[method-assign]
+
+
 def names(deliveries: list[Delivery]) -> list[str]:
     return [d.message.subject.rsplit(".", 1)[-1] for d in deliveries]
 
