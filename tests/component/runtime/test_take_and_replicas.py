@@ -11,8 +11,9 @@ after the TTL when it dies.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +27,7 @@ from services.domain.agentsandbox.warmqueue import DropQueue, Enqueue, Take, War
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.cache import ObjectCache
 from services.runtime.reconcile.actions import Plan
-from services.runtime.reconcile.executing import ExecutionContext, execute
+from services.runtime.reconcile.executing import Execution, ExecutionContext, execute
 from services.runtime.reconcile.sharding import Membership
 from services.runtime.reconcile.sources import Delivery
 from services.runtime.reconcile.warm import WarmTaker
@@ -62,19 +63,50 @@ def entry(name: str, pool: str = "pool-a", node: str | None = None) -> Enqueue:
     return Enqueue(event)
 
 
-async def run(js: JetStreamContext, taker: WarmTaker, *actions: object) -> list[Delivery]:
-    held: list[Delivery] = []
+async def attempt(
+    js: JetStreamContext,
+    taker: WarmTaker,
+    *actions: object,
+    hold: Callable[[Delivery], None] = lambda delivery: None,
+) -> Execution:
+    """``actions`` carried out for :data:`CLAIM`, as a plan of its own."""
     context = ExecutionContext(
         api=None,  # type: ignore[arg-type]
         cache=ObjectCache(),
         js=js,
         bus=BUS,
         key=CLAIM,
-        hold=held.append,
+        hold=hold,
     )
-    done = await execute(Plan(actions=actions), taker.executors(), context)  # type: ignore[arg-type]
+    return await execute(Plan(actions=actions), taker.executors(), context)  # type: ignore[arg-type]
+
+
+async def run(js: JetStreamContext, taker: WarmTaker, *actions: object) -> list[Delivery]:
+    held: list[Delivery] = []
+    done = await attempt(js, taker, *actions, hold=held.append)
     assert done.error is None, done.error
     return held
+
+
+@contextlib.contextmanager
+def pulls_lost(js: JetStreamContext, how_many: int | None = None) -> Iterator[list[str]]:
+    """The connection's pull requests go nowhere (the first ``how_many``; None: all), as if
+    the connection were lost under them; yields the subjects of those lost."""
+    nc = js._nc
+    publish = nc.publish
+    lost: list[str] = []
+
+    async def losing(subject: str, payload: bytes = b"", **kwargs: Any) -> None:
+        if ".CONSUMER.MSG.NEXT." in subject and (how_many is None or len(lost) < how_many):
+            lost.append(subject)
+            return
+        await publish(subject, payload, **kwargs)
+
+    nc.publish = losing  # type: ignore[method-assign]
+    try:
+        yield lost
+    finally:
+        nc.publish = publish  # type: ignore[method-assign]
 
 
 async def test_takes_hand_out_the_pool_entries_oldest_first_then_answer_empty_at_once(
@@ -153,29 +185,8 @@ async def test_a_take_whose_answer_is_lost_fails_and_the_next_takes_go_on(
     fails after its timeout, saying so, and the takes after it are served as before."""
     taker = WarmTaker(timeout=0.5)
     await run(js, taker, entry("a"), entry("b"))
-    nc = js._nc
-    publish = nc.publish
-    lost: list[str] = []
-
-    async def losing_the_first_pull(subject: str, payload: bytes = b"", **kwargs: Any) -> None:
-        if ".CONSUMER.MSG.NEXT." in subject and not lost:
-            lost.append(subject)
-            return
-        await publish(subject, payload, **kwargs)
-
-    nc.publish = losing_the_first_pull  # type: ignore[method-assign]
-    try:
-        context = ExecutionContext(
-            api=None,  # type: ignore[arg-type]
-            cache=ObjectCache(),
-            js=js,
-            bus=BUS,
-            key=CLAIM,
-            hold=lambda delivery: None,
-        )
-        failed = await execute(Plan(actions=(Take(QUEUE, CLAIM),)), taker.executors(), context)
-    finally:
-        nc.publish = publish  # type: ignore[method-assign]
+    with pulls_lost(js, 1) as lost:
+        failed = await attempt(js, taker, Take(QUEUE, CLAIM))
     assert lost and failed.error is not None and "no answer from queue" in failed.error
     assert names(await run(js, taker, Take(QUEUE, CLAIM))) == ["a"]
     assert names(await run(js, taker, Take(QUEUE, CLAIM))) == ["b"]
@@ -187,33 +198,12 @@ async def test_a_take_waiting_when_its_queue_is_dropped_fails_at_once(
 ) -> None:
     taker = WarmTaker(timeout=30)
     await run(js, taker, entry("a"))
-    nc = js._nc
-    publish = nc.publish
-
-    async def losing_pulls(subject: str, payload: bytes = b"", **kwargs: Any) -> None:
-        if ".CONSUMER.MSG.NEXT." not in subject:
-            await publish(subject, payload, **kwargs)
-
-    nc.publish = losing_pulls  # type: ignore[method-assign]
-    try:
-        context = ExecutionContext(
-            api=None,  # type: ignore[arg-type]
-            cache=ObjectCache(),
-            js=js,
-            bus=BUS,
-            key=CLAIM,
-            hold=lambda delivery: None,
-        )
-        waiting = asyncio.create_task(
-            execute(Plan(actions=(Take(QUEUE, CLAIM),)), taker.executors(), context)
-        )
+    with pulls_lost(js):
+        waiting = asyncio.create_task(attempt(js, taker, Take(QUEUE, CLAIM)))
         await asyncio.sleep(0.2)
         assert not waiting.done()
-    finally:
-        nc.publish = publish  # type: ignore[method-assign]
-    pool = ObjectKey("SandboxWarmPool", "default", "pool-a")
     started = time.monotonic()
-    await run(js, taker, DropQueue(QUEUE, pool))
+    await run(js, taker, DropQueue(QUEUE, ObjectKey("SandboxWarmPool", "default", "pool-a")))
     failed = await asyncio.wait_for(waiting, 5)
     assert failed.error is not None and "was deleted" in failed.error
     assert time.monotonic() - started < 5
@@ -236,15 +226,7 @@ async def test_a_take_whose_subscription_fails_fails_and_the_next_subscribes_aga
 
     nc.subscribe = refusing_once  # type: ignore[method-assign]
     try:
-        context = ExecutionContext(
-            api=None,  # type: ignore[arg-type]
-            cache=ObjectCache(),
-            js=js,
-            bus=BUS,
-            key=CLAIM,
-            hold=lambda delivery: None,
-        )
-        failed = await execute(Plan(actions=(Take(QUEUE, CLAIM),)), taker.executors(), context)
+        failed = await attempt(js, taker, Take(QUEUE, CLAIM))
         assert refused and failed.error is not None
         assert names(await run(js, taker, Take(QUEUE, CLAIM))) == ["a"]
     finally:
