@@ -18,9 +18,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 
 import nats
+import nats.js.errors
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from api.opensandbox import LABEL_POOL_NAME
 from devtools.natsd import find_nats_server
 from events.codec import nats_subject, state_table_subject
 from events.subjects import (
@@ -79,6 +81,25 @@ def _sandbox_event(name: str = "s1", resource_version: str = "7") -> ObjectEvent
                 "resourceVersion": resource_version,
             },
             "spec": {"podTemplate": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+        },
+        time=NOW,
+    )
+
+
+def _pod_event(name: str) -> ObjectEvent:
+    return observed_event(
+        "added",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "uid": f"uid-{name}",
+                "resourceVersion": "3",
+                "labels": {LABEL_POOL_NAME: "p"},
+            },
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
         },
         time=NOW,
     )
@@ -382,6 +403,49 @@ async def test_a_worker_loads_the_state_table_then_follows_its_durable(connect: 
     assert sandbox.violations == []
 
 
+@pytest.mark.parametrize(
+    ("worker", "durable"), [("pool", "pool-worker"), ("claim", "claim-worker-r1")]
+)
+async def test_a_worker_follows_kinds_on_demand_through_a_durable_of_its_own(
+    connect: Connect, worker: str, durable: str
+) -> None:
+    """The feed of the kinds a worker follows on demand (its Pods): made, loaded from the state
+    table, followed, and deleted again, all under the worker's own user; no other worker's user
+    may touch the pool worker's."""
+    await _provision(connect)
+    watcher = await connect("watcher")
+    client = await connect(worker)
+    arrived = asyncio.Event()
+    feed = BusFeed(
+        client.js,
+        worker=worker,
+        kinds=["Pod"],
+        deliver=lambda event: arrived.set(),
+        load=lambda state: None,
+        bus=BUS,
+        durable_suffix="-on-demand",
+    )
+    feed.durable = f"{durable}-on-demand"  # a claim replica's, as the service names it
+    running = asyncio.create_task(feed.run())
+    try:
+        async with asyncio.timeout(20):
+            await feed.loaded.wait()
+            await publish_event(watcher.js, _pod_event("p1"), BUS)
+            await arrived.wait()
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    await client.js.consumer_info(BUS.event_log_stream, feed.durable)
+    await feed.forget_durable()
+    with pytest.raises(nats.js.errors.NotFoundError):
+        await client.js.consumer_info(BUS.event_log_stream, feed.durable)
+    assert client.violations == []
+    other = await connect("claim" if worker == "pool" else "snapshot")
+    assert await other.publish_refused(
+        f"$JS.API.CONSUMER.DELETE.{BUS.event_log_stream}.pool-worker-on-demand"
+    )
+
+
 # --- the workers' memory ----------------------------------------------------------------------
 
 
@@ -663,6 +727,7 @@ async def test_the_reader_cannot_publish_ack_or_touch_the_workers_durables(
         f"$JS.API.CONSUMER.CREATE.{log}.{durable_name('sandbox')}",
         f"$JS.API.CONSUMER.CREATE.{log}.{durable_name('claim')}.sandbus.events.>",
         f"$JS.API.CONSUMER.DELETE.{log}.{durable_name('pool')}",
+        f"$JS.API.CONSUMER.MSG.NEXT.{log}.{durable_name('pool')}-on-demand",
         f"$JS.API.CONSUMER.MSG.NEXT.{log}.{durable_name('snapshot')}",
         f"$JS.API.CONSUMER.CREATE.{BUS.state_stream}",
         f"$JS.API.DIRECT.GET.{BUS.state_stream}",

@@ -21,8 +21,12 @@ from events.subjects import (
     memo_filter,
     replica_filter,
 )
+from services.claim.worker import claim_worker
+from services.pool.worker import pool_worker
 from services.runtime.bus import BusConfig, stream_configs
 from services.runtime.reconcile.feeding import durable_name
+from services.sandbox.worker import sandbox_worker
+from services.snapshot.worker import snapshot_worker
 from tests.unit.deploy.manifests import (
     BASE,
     NATS_CONF,
@@ -131,32 +135,48 @@ def test_workers_record_decisions_only_under_their_own_name() -> None:
 SHARDED_WORKERS = {"claim"}
 """Workers whose replicas each have a durable of their own (``<worker>-worker-<identity>``):
 a NATS permission cannot match a prefix of a token, so theirs name any consumer."""
+ON_DEMAND_WORKERS = {
+    "sandbox": sandbox_worker().on_demand,
+    "pool": pool_worker().on_demand,
+    "claim": claim_worker().on_demand,
+    "snapshot": snapshot_worker().on_demand,
+}
+"""The kinds each worker follows on demand, through a second durable."""
 
 
 @pytest.mark.parametrize("worker", sorted(WORKERS))
 def test_a_worker_reads_the_event_log_through_its_own_durable_only(worker: str) -> None:
     # The allowed rights (a sharded worker's deny list names the other workers' durables).
     block = _block(worker.upper()).split("deny:")[0]
-    durable = "*" if worker in SHARDED_WORKERS else durable_name(worker)
+    if worker in SHARDED_WORKERS:
+        durables = {"*"}  # a replica's, and its durable on demand, are one token each
+    else:
+        durables = {durable_name(worker)}
+        if ON_DEMAND_WORKERS.get(worker):
+            durables.add(f"{durable_name(worker)}-on-demand")
 
-    for api in ("CREATE", "DURABLE.CREATE", "INFO", "DELETE", "MSG.NEXT"):
-        assert f'"$JS.API.CONSUMER.{api}.SANDBUS_EVENTS.{durable}"' in block
-    assert f'"$JS.ACK.SANDBUS_EVENTS.{durable}.>"' in block
+    for durable in durables:
+        for api in ("CREATE", "DURABLE.CREATE", "INFO", "DELETE", "MSG.NEXT"):
+            assert f'"$JS.API.CONSUMER.{api}.SANDBUS_EVENTS.{durable}"' in block
+        assert f'"$JS.ACK.SANDBUS_EVENTS.{durable}.>"' in block
     # No right on the event log names another consumer.
     for named in re.findall(
         r'"\$JS\.(?:API\.CONSUMER\.[A-Z.]+|ACK)\.SANDBUS_EVENTS\.([^".]+)', block
     ):
-        assert named == durable
+        assert named in durables
 
 
 @pytest.mark.parametrize("worker", sorted(WORKERS))
 def test_the_reader_is_denied_every_workers_durable(worker: str) -> None:
     deny = _block("READER").split("deny:", 1)[1]
-    durable = durable_name(worker)
+    durables = [durable_name(worker)]
+    if ON_DEMAND_WORKERS[worker] and worker not in SHARDED_WORKERS:
+        durables.append(f"{durable_name(worker)}-on-demand")
 
-    assert f'"$JS.API.CONSUMER.*.SANDBUS_EVENTS.{durable}"' in deny
-    assert f'"$JS.API.CONSUMER.*.SANDBUS_EVENTS.{durable}.>"' in deny
-    assert f'"$JS.API.CONSUMER.MSG.NEXT.SANDBUS_EVENTS.{durable}"' in deny
+    for durable in durables:
+        assert f'"$JS.API.CONSUMER.*.SANDBUS_EVENTS.{durable}"' in deny
+        assert f'"$JS.API.CONSUMER.*.SANDBUS_EVENTS.{durable}.>"' in deny
+        assert f'"$JS.API.CONSUMER.MSG.NEXT.SANDBUS_EVENTS.{durable}"' in deny
 
 
 def test_the_provisioner_may_create_update_and_inspect_every_stream() -> None:
