@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import nats.errors
 from nats.js import JetStreamContext
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
@@ -243,12 +244,14 @@ class Worker:
         await self.feed.loaded.wait()
         if not self._demanded.is_set():
             # Nothing needs the kinds now: an earlier run's durable goes, so that a later
-            # demand starts from the state table instead of the backlog since.
-            await until_nats_answers(
-                f"{self.definition.name}: deleting {feed.durable}",
-                feed.forget_durable,
-                feed.retry_delay,
-            )
+            # demand starts from the state table instead of the backlog since. Only a saving:
+            # a durable left would be followed from where it stopped, which is correct too.
+            try:
+                await feed.forget_durable()
+            except nats.errors.Error as error:
+                log.warning(
+                    "%s: could not delete %s: %r", self.definition.name, feed.durable, error
+                )
             await self._demanded.wait()
         log.info("%s: following %s from now on", self.definition.name, ", ".join(feed.kinds))
         await feed.run(self._enqueue_needing)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import nats.errors
+import pytest
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
@@ -15,6 +17,7 @@ from api.opensandbox import LABEL_POOL_NAME
 from events.subjects import event_filter
 from services.runtime.bus import BusConfig
 from services.runtime.kube import KubeApi
+from services.runtime.reconcile.feeding import BusFeed
 from tests.support.samples import NS, Json, is_ready
 from tests.support.stack import api_client, bounded, cluster_and_watcher, pool_worker_running
 from tests.support.waiting import until
@@ -90,16 +93,46 @@ async def test_pods_reach_the_pool_worker_only_once_a_pool_needs_them(
 
             await until(filled, within=WITHIN, what="the Pool's two Pods Ready")
 
-            async def counted() -> bool:
-                status = (await kube.list("Pool", NS))[0].get("status") or {}
-                return status.get("total") == 2 and status.get("available") == 2
-
-            await until(counted, within=WITHIN, what="the Pool counting its Pods")
+            await until(
+                lambda: _pool_counts(kube, 2), within=WITHIN, what="the Pool counting its Pods"
+            )
             assert ON_DEMAND in await consumers(js, bus)
             assert worker.demand_feed.loaded.is_set()
             # The Pool's Pods came through the feed on demand; the main one took none.
             assert worker.demand_feed.stats.handled > 0
             assert worker.feed.stats.filtered == 0 and worker.feed.stats.handled >= handled
+
+
+async def test_a_durable_that_cannot_be_deleted_at_start_is_followed_when_needed(
+    nats_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting an earlier run's durable is only a saving: when NATS does not answer it, the
+    worker goes on, and follows that durable, from where it stopped, once a Pool needs Pods."""
+
+    async def unanswered(self: BusFeed) -> None:
+        raise nats.errors.TimeoutError
+
+    monkeypatch.setattr(BusFeed, "forget_durable", unanswered)
+    async with (
+        cluster_and_watcher(nats_url, tmp_path) as (cluster, _, js, bus),
+        bounded(api_client(cluster, tmp_path, "test"), "the test's API client") as client,
+    ):
+        kube = KubeApi(client, field_manager="test")
+        await js.add_consumer(
+            bus.event_log_stream,
+            ConsumerConfig(durable_name=ON_DEMAND, filter_subject=event_filter("Pod")),
+        )
+        async with pool_worker_running(cluster, js, bus, tmp_path) as worker:
+            await kube.create(pool_body())
+            await until(lambda: _pool_counts(kube, 2), within=WITHIN, what="the Pool's Pods")
+            assert worker.demand_feed is not None and worker.demand_feed.loaded.is_set()
+            assert ON_DEMAND in await consumers(js, bus)
+
+
+async def _pool_counts(kube: KubeApi, count: int) -> bool:
+    pools = await kube.list("Pool", NS)
+    status = (pools[0].get("status") or {}) if pools else {}
+    return status.get("total") == count and status.get("available") == count
 
 
 async def _without(js: JetStreamContext, bus: BusConfig, name: str) -> bool:
