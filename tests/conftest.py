@@ -65,3 +65,14 @@ def nats_url(nats_backend: str, tmp_path: Path) -> Iterator[str]:
         return
     with NatsServer(store_dir=tmp_path / "nats") as server:
         yield server.url
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """What a passed test asked to show whatever the outcome (its ``user_properties`` named
+    ``summary``: the chaos soak's seed and report), since a parallel run shows nothing else of
+    a passed test's output."""
+    for report in terminalreporter.stats.get("passed", []):
+        for name, text in getattr(report, "user_properties", ()):
+            if name == "summary" and report.when == "call":
+                terminalreporter.write_sep("-", report.nodeid)
+                terminalreporter.write_line(str(text))

@@ -66,8 +66,8 @@ import time
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, cast
 
 import msgspec
 
@@ -122,8 +122,8 @@ class _Packer:
 
 @dataclass(frozen=True)
 class _Written:
-    obj: Json | None
-    """None: the API said the object is gone (a tombstone)."""
+    obj: Json | bytes | None
+    """None: the API said the object is gone (a tombstone); bytes: the object, packed."""
     uid: str
     resource_version: str
     expires: float
@@ -145,7 +145,7 @@ class ObjectCache:
         label_indexes: Iterable[tuple[str, str]] = (),
         written_ttl: float = 30.0,
         unpacked_limit: int = 2048,
-        fresh_limit: int = 2048,
+        fresh_limit: int = 256,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._label_indexes: dict[str, tuple[str, ...]] = defaultdict(tuple)
@@ -166,6 +166,10 @@ class ObjectCache:
         """Objects read lately, with the packed form they came from (oldest first)."""
         self._unpacked_limit = unpacked_limit
         self._written: dict[ObjectKey, _Written] = {}
+        self._written_unpacked: dict[ObjectKey, None] = {}
+        """The keys whose written object is held as a dict (oldest first): at most
+        ``fresh_limit``, the older ones packed, since a burst's answers can wait seconds for
+        their echoes, and whole objects held that long are memory the process keeps."""
         """Our writes the bus has not shown yet, in the order they expire (see :meth:`_hold`)."""
         self._by_kind: dict[str, set[ObjectKey]] = defaultdict(set)
         self._by_label: dict[tuple[str, str, str, str], set[ObjectKey]] = defaultdict(set)
@@ -180,7 +184,10 @@ class ObjectCache:
         busy, as what is read through an index does (a pass that reads many objects, which the
         next pass reads again: a pool's members' Pods)."""
         written = self._written.get(key)
-        found = written.obj if written is not None else self._unpacked_observed(key, keep)
+        if written is not None:
+            found = self._answer(key, written)
+        else:
+            found = self._unpacked_observed(key, keep)
         if self._reads is not None:
             self._reads[key] = found
         return found
@@ -339,7 +346,7 @@ class ObjectCache:
                     self._pack(next(iter(self._fresh)))
         written = self._written.get(key)
         if written is not None and self._supersedes(change, uid, version, written):
-            del self._written[key]
+            self._drop_written(key)
         if change == "deleted" or key in self._written:
             self._reindex(key)
         else:
@@ -381,11 +388,27 @@ class ObjectCache:
         ``writer`` is the key whose reconcile wrote it.
 
         Without its ``managedFields``, as the bus carries objects: a planner reads the same
-        object whichever way it came, and a re-run from the event log rebuilds it exactly."""
-        obj = strip_managed_fields(obj)
+        object whichever way it came, and a re-run from the event log rebuilds it exactly.
+
+        Nothing is held when the bus already showed this version or a later one: on a busy
+        cluster the echo often comes before the answer, and an answer held for nothing would
+        stay for the whole ttl (thousands of whole objects after a burst, memory the process
+        keeps once it has had it)."""
         key = key_of(obj, kind)
-        self._hold(key, _Written(obj, _uid(obj), _resource_version(obj), self._expiry(), writer))
+        version = _resource_version(obj)
+        if self._shown(key, version):
+            if self._drop_written(key):
+                self._reindex(key)
+            return
+        obj = strip_managed_fields(obj)
+        self._hold(key, _Written(obj, _uid(obj), version, self._expiry(), writer))
         self._reindex(key, obj)
+
+    def _shown(self, key: ObjectKey, version: str) -> bool:
+        """Has the bus shown ``key`` at ``version``, or later?"""
+        observed = self._observed.get(key)
+        order = compare_resource_versions(observed[0], version) if observed else None
+        return order is not None and order >= 0
 
     def remember_gone(self, key: ObjectKey) -> None:
         """Hold "this object is gone", as a delete or a NotFound told us."""
@@ -401,8 +424,26 @@ class ObjectCache:
         # the dict in the order the entries expire (a rewrite moves to the end; assigning to a
         # key in place would keep its old position) and expire() stops at the first that has
         # time left: a pass does not walk every write in flight.
-        self._written.pop(key, None)
+        self._drop_written(key)
         self._written[key] = written
+        if isinstance(written.obj, dict):
+            self._written_unpacked[key] = None
+            if len(self._written_unpacked) > self._fresh_limit:
+                oldest = next(iter(self._written_unpacked))
+                del self._written_unpacked[oldest]
+                held = self._written[oldest]
+                packed = self._packer.pack(oldest.kind, cast(Json, held.obj))
+                self._written[oldest] = replace(held, obj=packed)
+
+    def _drop_written(self, key: ObjectKey) -> bool:
+        """Forget what we wrote to ``key``; whether there was something."""
+        self._written_unpacked.pop(key, None)
+        return self._written.pop(key, None) is not None
+
+    def _answer(self, key: ObjectKey, written: _Written) -> Json | None:
+        if isinstance(written.obj, bytes):
+            return self._packer.unpack(key.kind, written.obj)
+        return written.obj
 
     def expire(self) -> list[ObjectKey]:
         """Drop written entries whose time ran out; returns their keys."""
@@ -413,7 +454,7 @@ class ObjectCache:
                 break
             expired.append(key)
         for key in expired:
-            del self._written[key]
+            self._drop_written(key)
             self._reindex(key)
         return expired
 
@@ -421,7 +462,7 @@ class ObjectCache:
 
     def _current(self, key: ObjectKey) -> Json | None:
         written = self._written.get(key)
-        return written.obj if written is not None else self.observed(key)
+        return self._answer(key, written) if written is not None else self.observed(key)
 
     def _reindex(self, key: ObjectKey, current: Json | None = None) -> None:
         """Index ``key`` anew; ``current`` is its object when the caller has it at hand."""

@@ -166,10 +166,23 @@ class _Members:
         """Delete an active ``member`` (its uid as the precondition): a new one takes its
         place; ``reason`` goes into the pass's reasons."""
         self.active.remove(member)
-        uid = str(metadata_of(member).get("uid"))
-        self.deletes.append(Delete(key_of(member, "Sandbox"), uid=uid, why=why))
+        self.deletes.append(delete_member(member, why))
         self.terminating += 1
         self.reasons.append(reason)
+
+
+def delete_member(member: Json, why: str) -> Delete:
+    """Delete ``member`` as the pool saw it: its uid and resourceVersion are the preconditions.
+    A claim may have adopted it since (the adoption patch moves its resourceVersion): then the
+    API refuses the delete (409), and the next pass sees it is no member any more, instead of
+    taking a Sandbox from under its claim."""
+    meta = metadata_of(member)
+    return Delete(
+        key_of(member, "Sandbox"),
+        uid=str(meta.get("uid")),
+        resource_version=str(meta.get("resourceVersion") or "") or None,
+        why=why,
+    )
 
 
 def _created(obj: Mapping[str, Any]) -> datetime | None:
@@ -256,9 +269,7 @@ def _filter(obs: PoolObservation, pool: Json, recreate: bool) -> _Members:
             and is_stale(member, obs.template, orphan=orphan)
         )
         if stale:
-            found.deletes.append(
-                Delete(key, uid=str(meta.get("uid")), why="stale: the template changed")
-            )
+            found.deletes.append(delete_member(member, "stale: the template changed"))
             found.terminating += ours
             found.reasons.append("rollout")
             continue
@@ -629,12 +640,7 @@ def _excess(active: list[Json], count: int, max_batch: int) -> list[Action]:
 
     chosen = sorted(active, key=order)[: min(count, max_batch)]
     return [
-        Delete(
-            key_of(member, "Sandbox"),
-            uid=str(metadata_of(member).get("uid")),
-            why="scale down: not Ready first, then the newest",
-        )
-        for member in chosen
+        delete_member(member, "scale down: not Ready first, then the newest") for member in chosen
     ]
 
 

@@ -272,17 +272,24 @@ def _answers(
     plan: Plan, execution: Execution, cache: ObjectCache
 ) -> tuple[list[Json], list[Json], list[str]]:
     """The objects our creates returned, the bodies of creates that surely did not happen
-    (refused, or never attempted after an earlier failure), and the uids our deletes found
-    already gone."""
+    (refused, or never attempted after an earlier failure), and the uids of the deletes that
+    are settled: the object was already gone, or the delete surely did not happen (refused,
+    a precondition among the reasons, or never attempted). Expecting those to show on the bus
+    would count a member as terminating for the whole ttl while it stays, as controller-runtime
+    lowers an expectation when its delete fails."""
     created: list[Json] = []
     refused: list[Json] = []
-    gone: list[str] = []
+    settled: list[str] = []
     done = {id(outcome.action): outcome for outcome in execution.outcomes}
     for action in flattened(plan.actions):
         outcome = done.get(id(action))
         if isinstance(action, Delete):
-            if outcome is not None and outcome.note == ALREADY_GONE and action.uid:
-                gone.append(action.uid)
+            if action.uid and (
+                outcome is None
+                or outcome.note == ALREADY_GONE
+                or (outcome.error is not None and not outcome.uncertain)
+            ):
+                settled.append(action.uid)
             continue
         if not isinstance(action, Create):
             continue
@@ -294,7 +301,7 @@ def _answers(
                 created.append(obj)
         elif not outcome.uncertain:
             refused.append(action.body)
-    return created, refused, gone
+    return created, refused, settled
 
 
 # -- the Kubernetes writes ------------------------------------------------------------------

@@ -140,8 +140,9 @@ def answered(
 ) -> Expectations | None:
     """Fill in name and uid from the objects the API server returned for our creates, and drop
     the entries of creates the server refused for certain (``refused``: their bodies) and of
-    deletes whose object was already gone (``gone``: uids; NotFound settles at once, upstream's
-    synthetic DeletionObserved)."""
+    deletes that are settled (``gone``: uids of deletes whose object was already gone, as
+    NotFound settles at once, upstream's synthetic DeletionObserved; or that surely did not
+    happen)."""
     vanished = set(gone)
     entries = [e for e in expectations.entries if not (e.verb == "delete" and e.uid in vanished)]
     for obj in created:

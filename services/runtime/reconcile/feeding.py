@@ -17,6 +17,16 @@ never lists Kubernetes; it reads the bus:
    log into the state table (:mod:`services.runtime.bus`), which lags the log by moments.
    Changes delivered twice this way are harmless: the cache ignores a state older than the one
    it holds, and reconciles are idempotent.
+
+   A durable that already existed (a restart, or a Lease won back) resumes where an earlier run
+   left it, and the state table may not have been copied that far yet: after NATS itself
+   restarted, the copying can be seconds behind. The changes in between were handed to the
+   earlier run, so the durable will not deliver them again, and the state table does not hold
+   them: a worker would never see a Sandbox created then until it changes again (a pool would
+   make its members a second time). So the read of the state table is followed by one of the
+   event log over exactly that gap, from the last change the state table held when the read
+   began (the origin sequence the server stamps on every copy, ``Nats-Stream-Source``) to the
+   last the durable had delivered.
 3. **Then follow the durable** with the shared consumer of :mod:`services.runtime.consume`:
    each event is handed to the worker (which updates the cache and enqueues the keys it
    wakes) and only then acked. A message that is not a valid event, or sits on another
@@ -39,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -50,12 +60,12 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from events.codec import EventDecodeError, ObservedState, UnknownEventType, decode_observed
-from events.subjects import encode_token, event_filter, state_filter
+from events.subjects import STATE_SUBJECTS, encode_token, event_filter, state_filter
 from events.types import Event, ObjectAdded, ObjectDeleted, ObjectEvent, ObjectModified
 from services.runtime.bus import BusConfig, dead_letter
 from services.runtime.cancellation import stop_tasks, supervise
 from services.runtime.consume import ConsumeStats, consume_events
-from services.runtime.streams import push_to_end
+from services.runtime.streams import push_to_end, read_to_end
 
 __all__ = ["BusFeed", "replica_durable_name", "until_nats_answers"]
 
@@ -137,12 +147,18 @@ class BusFeed:
                 log.warning("%s: durable consumer lost (%s); reloading", self.worker, lost)
 
     async def _set_up(self) -> int:
-        await self._ensure_durable()
-        return await self.load_state()
+        delivered = await self._ensure_durable()
+        copied = await self._state_copied_through()
+        count = await self.load_state()
+        if delivered > copied:
+            count += await self._catch_up(copied + 1, delivered)
+        return count
 
     # -- step 1 -----------------------------------------------------------------------------
 
-    async def _ensure_durable(self) -> None:
+    async def _ensure_durable(self) -> int:
+        """Make the durable when it is missing; the last event-log sequence it had delivered
+        when it was there already (0 for a new one)."""
         stream = self.bus.event_log_stream
         wanted = sorted(self.event_filters)
         try:
@@ -152,7 +168,7 @@ class BusFeed:
         if info is not None:
             have = sorted(info.config.filter_subjects or [info.config.filter_subject or ""])
             if have == wanted:
-                return
+                return int(info.delivered.stream_seq or 0) if info.delivered else 0
             log.info("%s: filters changed from %s to %s; recreating", self.durable, have, wanted)
             await self.js.delete_consumer(stream, self.durable)
         start = datetime.now(UTC) - timedelta(seconds=self.start_margin)
@@ -171,6 +187,7 @@ class BusFeed:
                 inactive_threshold=self.inactive_threshold,
             ),
         )
+        return 0
 
     async def forget_durable(self) -> None:
         """Delete the durable, if there is one: a feed not needed now must not keep a backlog
@@ -206,6 +223,38 @@ class BusFeed:
 
         await supervise((f"{self.durable}-state-{kind}", read(kind)) for kind in self.kinds)
         return loaded
+
+    async def _state_copied_through(self) -> int:
+        """The event-log sequence through which the state table holds every change: the origin
+        of its latest copy, since the server copies the log in order (a lower bound: a
+        tombstone removed since only makes it earlier). 0 for an empty state table."""
+        try:
+            last = await self.js.get_last_msg(self.bus.state_stream, STATE_SUBJECTS[0])
+        except NotFoundError:
+            return 0
+        return origin_sequence(last.headers, self.bus.event_log_stream)
+
+    async def _catch_up(self, first: int, last: int) -> int:
+        """Load the changes of our kinds on the event log from ``first`` through ``last``: what
+        a resumed durable handed to an earlier run and the state table did not hold yet."""
+        count = 0
+        async for msg in read_to_end(
+            self.js,
+            self.bus.event_log_stream,
+            self.event_filters,
+            start_seq=first,
+            until_seq=last,
+            name_prefix=f"{self.durable}-catch-up",
+        ):
+            if await self._take(msg):
+                count += 1
+        if count:
+            log.info(
+                "%s: %d changes the state table did not hold yet, read from the event log",
+                self.worker,
+                count,
+            )
+        return count
 
     # -- step 3 -----------------------------------------------------------------------------
 
@@ -272,6 +321,16 @@ class BusFeed:
             return False  # a valid event, but no object's state
         self.load(state)
         return True
+
+
+def origin_sequence(headers: Mapping[str, str] | None, stream: str) -> int:
+    """The sequence in ``stream`` of the message a copy was made from, as the server stamps it
+    on every message it sources (``Nats-Stream-Source: <stream> <sequence> ...``); 0 when the
+    copy is not from ``stream``."""
+    fields = (headers or {}).get("Nats-Stream-Source", "").split()
+    if len(fields) < 2 or fields[0] != stream or not fields[1].isdecimal():
+        return 0
+    return int(fields[1])
 
 
 class _DurableLost(Exception):

@@ -385,6 +385,25 @@ def test_scale_down_deletes_not_ready_first_then_the_newest() -> None:
     assert "scale-down" in plan.reason
 
 
+def test_a_member_is_deleted_only_as_the_pool_saw_it() -> None:
+    """Every delete of a member (scale-down, rollout, a stuck one replaced) carries the
+    member's resourceVersion as it was planned from: a claim that adopts it in between moves
+    that on, and the API then refuses the delete instead of taking the Sandbox from its claim
+    (found by the chaos soak, bench/soak.py)."""
+    w = world(replicas=1, strategy="Recreate")
+    members = [w.member("a", age=500), w.member("b", age=10)]
+    w.add(template(image="python:3.13"))
+    planned = deletes(w.plan())
+    versions = {m["metadata"]["name"]: m["metadata"]["resourceVersion"] for m in members}
+    assert planned and {d.target.name: d.resource_version for d in planned} == {
+        d.target.name: versions[d.target.name] for d in planned
+    }
+    w = world(replicas=1)
+    members = [w.member("a", age=500), w.member("b", age=10)]
+    (scaled_down,) = deletes(w.plan())
+    assert scaled_down.resource_version == members[1]["metadata"]["resourceVersion"]
+
+
 def test_a_template_change_replaces_members_under_recreate_only() -> None:
     """Upstream TestReconcilePool_TemplateUpdateRollout: Recreate replaces all images;
     OnReplenish keeps; "" behaves as OnReplenish."""

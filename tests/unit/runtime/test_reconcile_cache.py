@@ -103,6 +103,32 @@ def test_our_write_outranks_the_bus_until_the_bus_catches_up(observe: Observe) -
     assert cache.get(POD)["metadata"]["resourceVersion"] == "11"  # type: ignore[index]
 
 
+def test_an_answer_the_bus_already_showed_is_not_held(observe: Observe) -> None:
+    """On a busy cluster the echo can come before the write's answer: the answer, or an
+    older one arriving late, is then no news, and must neither be held nor outrank the bus."""
+    cache = ObjectCache(written_ttl=10)
+    observe(cache, "added", pod("5"))
+    observe(cache, "modified", pod("9", labels={"newer": "yes"}))
+    cache.remember(pod("7", labels={"late": "yes"}))
+    assert cache.get(POD)["metadata"]["labels"] == {"newer": "yes"}  # type: ignore[index]
+    cache.remember(pod("9", labels={"newer": "yes"}))
+    assert cache.expire() == [], "nothing held, so nothing to expire"
+
+
+def test_answers_beyond_the_limit_are_held_packed_and_read_back_the_same() -> None:
+    """A burst's answers wait for their echoes: past ``fresh_limit`` of them the oldest are
+    packed, and read back as they were written."""
+    cache = ObjectCache(fresh_limit=2)
+    answers = [pod(str(10 + i), labels={"n": str(i)}) for i in range(4)]
+    for i, answer in enumerate(answers):
+        answer["metadata"]["name"] = f"p{i}"
+        cache.remember(answer)
+    keys = [ObjectKey("Pod", "default", f"p{i}") for i in range(4)]
+    assert cache.get(keys[3]) is cache.get(keys[3]), "the latest are held as dicts"
+    assert cache.get(keys[0]) is not cache.get(keys[0]), "the oldest are unpacked at each read"
+    assert [cache.get(key) for key in keys] == answers
+
+
 def test_a_delete_we_made_hides_the_object_until_the_bus_agrees(observe: Observe) -> None:
     cache = ObjectCache()
     observe(cache, "added", pod("5"))

@@ -15,7 +15,8 @@ import msgspec
 from events.envelope import ObjectKey
 from events.types import Outcome
 from services.runtime.cache import ObjectCache
-from services.runtime.reconcile.actions import Ack, Create, Plan, plan_digest
+from services.runtime.kube import KubeError
+from services.runtime.reconcile.actions import Ack, Create, Delete, Plan, plan_digest
 from services.runtime.reconcile.executing import Executed, ExecutionContext
 from services.runtime.reconcile.expectations import Expectations, answered, expect, settle
 from services.runtime.reconcile.sources import Delivery, SourceMessage
@@ -370,3 +371,26 @@ async def test_the_worker_keeps_expectations_on_the_bus_with_the_answers() -> No
     await w.reconcile(WIDGET)
     pending = reconciler.given[1].expectations
     assert isinstance(pending, Expectations) and pending.pending("Pod") == 1
+
+
+async def test_a_delete_that_surely_did_not_happen_is_not_expected() -> None:
+    """A delete the API refused (its resourceVersion precondition failed: a claim adopted the
+    member meanwhile), or one never sent after an earlier action failed, will not show on the
+    bus: expecting it would count the member as terminating for the whole ttl (found by the
+    chaos soak: a warm pool one member over its replicas for five minutes)."""
+    js = MemoJetStream()
+    api = NamingApi(obj("Pod", "refused", rv="3"), obj("Pod", "after", rv="4"))
+    api.errors[("delete", "refused")] = KubeError(409, "Conflict", "the object has been modified")
+    widget = obj("Widget", "w", rv="2")
+    widget["metadata"]["uid"] = "owner-uid"
+    deletes = (
+        Delete(ObjectKey("Pod", "default", "refused"), uid="uid-refused", resource_version="3"),
+        Delete(ObjectKey("Pod", "default", "after"), uid="uid-after"),
+    )
+    reconciler = Scripted(lambda _: Plan(actions=deletes), expects=True)
+    w = make_worker(reconciler, api, js)
+    w.cache.observe("modified", widget)
+    await w.reconcile(WIDGET)
+    ahead, after = (msgspec.json.decode(payload) for _, payload in js.memos)
+    assert len(ahead["expectations"]["entries"]) == 2, "both written ahead of the deletes"
+    assert after is None, "neither happened: nothing is left to expect, so nothing is kept"
