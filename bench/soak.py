@@ -5,8 +5,8 @@ Run on purpose (the test suite runs a short form, tests/e2e/test_soak.py)::
     .venv/bin/python bench/soak.py [--duration 1800] [--seed N] [--rate 4] [--fault-every 6]
 
 What runs (bench/soak_world.py): a three-node NATS cluster with every stream on three replicas,
-the development cluster in this process, and the watcher, sandbox, pool and claim services as
-processes of their own, two replicas of each, started again whenever they exit. The load
+the development cluster in this process, and the watcher, sandbox, pool, claim and snapshot services
+as processes of their own, two replicas of each, started again whenever they exit. The load
 (bench/soak_load.py) does what users do, ``--rate`` operations a second; the faults
 (bench/soak_faults.py) come about every ``--fault-every`` seconds, drawn from the seed, which
 is printed first so that a failing run can be replayed with ``--seed``.
@@ -48,6 +48,7 @@ import aiohttp
 import nats
 import nats.errors
 import soak_check
+from nats.js import JetStreamContext
 from soak_check import Violation
 from soak_faults import Fault, Faults
 from soak_load import NS, Load
@@ -163,14 +164,14 @@ async def _readiness(
 
 
 async def _watch(
-    world: World, faults: Faults, js: object, checker: Checker, stop: asyncio.Event
+    world: World, faults: Faults, js: JetStreamContext, checker: Checker, stop: asyncio.Event
 ) -> None:
     """What must hold at every moment, every ``CHECK_EVERY`` seconds until ``stop``."""
     unready: dict[str, int] = {}
     async with aiohttp.ClientSession() as http:
         while not stop.is_set():
             try:
-                snapshot = await soak_check.take_snapshot(world.kube, js, [NS])  # type: ignore[arg-type]
+                snapshot = await soak_check.take_snapshot(world.kube, js, [NS])
             except READ_ERRORS:
                 # The bus is down, or its stream's leader moving: the next round reads again.
                 checker.report.checks["always: unread, the bus did not answer"] += 1
@@ -184,10 +185,10 @@ async def _watch(
 
 
 async def _quiet_violations(
-    world: World, load: Load, js: object, commits: soak_check.CommitLog
+    world: World, load: Load, js: JetStreamContext, commits: soak_check.CommitLog
 ) -> tuple[list[Violation], int]:
     """Everything the end must satisfy, as it stands now; and the commits a relist collapsed."""
-    snapshot = await soak_check.take_snapshot(world.kube, js, [NS])  # type: ignore[arg-type]
+    snapshot = await soak_check.take_snapshot(world.kube, js, [NS])
     found = soak_check.always(snapshot) + soak_check.when_quiet(snapshot)
     present = {
         ObjectKey(kind, NS, obj["metadata"]["name"])
@@ -200,20 +201,22 @@ async def _quiet_violations(
     }
     found += [
         Violation("load-unkept", (f"{u.key.kind}/{u.key.namespace}/{u.key.name}",), u.detail)
-        for u in load.unkept({key: {} for key in present})
+        for u in load.unkept(present)
     ]
-    logged = await soak_check.logged_changes(js)  # type: ignore[arg-type]
+    found += soak_check.sandboxes_taken_from_claims(commits.commits, load.expiring)
+    if found:
+        return found, 0  # the log is read (all of it, decoded) once the rest holds
+    logged = await soak_check.logged_changes(js)
     wanted = set(LOGGED_KINDS)
     log_found, collapsed = soak_check.log_violations(
         [c for c in commits.commits if c.kind in wanted],
         [e for e in logged if e.kind in wanted],
     )
-    found += soak_check.sandboxes_taken_from_claims(commits.commits, load.expiring)
-    return found + log_found, collapsed
+    return log_found, collapsed
 
 
 async def _converge(
-    world: World, load: Load, js: object, commits: soak_check.CommitLog, within: float
+    world: World, load: Load, js: JetStreamContext, commits: soak_check.CommitLog, within: float
 ) -> tuple[list[Violation], float | None, int]:
     """Check until nothing is found or ``within`` seconds passed: what was found last, the
     seconds it took (None: never), and the commits a relist collapsed."""

@@ -83,6 +83,7 @@ __all__ = [
     "always",
     "log_violations",
     "logged_changes",
+    "sandboxes_taken_from_claims",
     "take_snapshot",
     "when_quiet",
 ]
@@ -742,9 +743,18 @@ def _batch_sandboxes_served(snapshot: Snapshot) -> Iterator[Violation]:
     pods = {_key(p): p for p in snapshot.pods}
     open_pools = {_key(p.pool): p for p in _open_pools(snapshot)}
     for batch in snapshot.batch_sandboxes:
-        if is_deleting(batch) or _spec(batch).get("pause") is True:
+        if is_deleting(batch):
             continue
         namespace, name, ref = _namespace(batch), name_of(batch), _ref("BatchSandbox", batch)
+        # A pause ends Paused (docs/opensandbox.md §3.7): one still Pausing once quiet is stuck
+        # halfway. A resume's end, Succeed, is checked below with the other sandboxes'.
+        phase = _status(batch).get("phase")
+        if _spec(batch).get("pause") is True:
+            if phase != "Paused":
+                yield Violation(
+                    "batch-sandbox-phase", (ref,), f"BatchSandbox {name} asks to pause, is {phase}"
+                )
+            continue
         replicas = _count(_spec(batch).get("replicas"), 1)
         pool_name = _pool_ref(batch)
         if pool_name:
@@ -782,6 +792,11 @@ def _batch_sandboxes_served(snapshot: Snapshot) -> Iterator[Violation]:
                 "batch-sandbox-over-allocated",
                 (ref, *(_ref("Pod", p) for p in used)),
                 f"BatchSandbox {name} wants {want} Pods, uses {len(used)}",
+            )
+        if phase != "Succeed" and any(is_pod_ready(p) for p in used):
+            # One Ready Pod makes it Succeed (§3.7), after a resume too.
+            yield Violation(
+                "batch-sandbox-phase", (ref,), f"BatchSandbox {name} has a Ready Pod, is {phase}"
             )
         unready = [p for p in used if not is_pod_ready(p)]
         if unready:

@@ -4,7 +4,8 @@ Claims on three warm pools (``warm-a`` and ``warm-b`` kept full, ``dry`` with no
 claims start cold), some with an expiry that deletes them; claims released; pools scaled up and
 down; templates changed, so that pools roll their members over; plain Sandboxes created,
 suspended, resumed and deleted; OpenSandbox BatchSandboxes from a Pool and from a template,
-created and deleted. The population stays bounded, so a long run does not grow without end.
+created, paused (a snapshot committed), resumed and deleted. The population stays bounded, so
+a long run does not grow without end.
 
 The load remembers what it made and what it asked to go: once the system is quiet, every object
 it made and kept must still be there, and every one it deleted or let expire must be gone
@@ -20,7 +21,7 @@ import collections
 import contextlib
 import datetime
 import random
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,6 +193,12 @@ class Load:
         why = "BatchSandbox " + ("from the Pool" if pooled else "from a template")
         await self._make(_object((_OPEN, "BatchSandbox"), self._name("bs"), spec), why)
 
+    async def pause_or_resume(self) -> None:
+        live = self._live("BatchSandbox")
+        if live:
+            pause = self.rng.random() < 0.5
+            await self.kube.patch(self.rng.choice(live), {"spec": {"pause": pause}})
+
     async def batch_delete(self) -> None:
         live = self._live("BatchSandbox")
         if live:
@@ -209,6 +216,7 @@ class Load:
             "suspend-or-resume": (6, self.suspend_or_resume),
             "batch": (8, self.batch),
             "batch-delete": (5, self.batch_delete),
+            "pause-or-resume": (4, self.pause_or_resume),
         }
 
     async def step(self) -> str:
@@ -233,7 +241,7 @@ class Load:
 
     # -- what must hold once quiet -----------------------------------------------------------
 
-    def unkept(self, present: dict[ObjectKey, Json]) -> list[Unkept]:
+    def unkept(self, present: Collection[ObjectKey]) -> list[Unkept]:
         """Objects the load made and kept that are not there, and objects it deleted (or
         that expired) that still are. ``present``: every object of the load's kinds, by key."""
         problems = [

@@ -31,7 +31,7 @@ from services.runtime.kube import KubeApi
 
 __all__ = ["LOAD_AGENT", "Replica", "Services", "World", "world"]
 
-SERVICES = ("watcher", "sandbox", "pool", "claim")
+SERVICES = ("watcher", "sandbox", "pool", "claim", "snapshot")
 REPLICAS = 2
 LOAD_AGENT = "soak-load"
 """The User-Agent of the load's and the checker's requests: the API faults spare them (a user
@@ -42,6 +42,10 @@ SERVICE_ENV = {
     "SANDBUS_WATCHER_LEASE_SECONDS": "2",
     "SANDBUS_SANDBOX_LEASE_SECONDS": "2",
     "SANDBUS_POOL_LEASE_SECONDS": "2",
+    "SANDBUS_SNAPSHOT_LEASE_SECONDS": "2",
+    # Where a paused BatchSandbox's snapshot goes (the development cluster's commit Jobs are
+    # simulated and push nowhere); without one every pause fails with RegistryNotConfigured.
+    "SANDBUS_SNAPSHOT_REGISTRY": "registry.soak.local/snapshots",
     "SANDBUS_CLAIM_REPLICA_TTL": "3",
     # NATS down for longer than this: the service exits non-zero and is started again.
     "SANDBUS_NATS_RECONNECT_BUDGET": "20",

@@ -79,6 +79,7 @@ def batch(name: str, pods: Sequence[str], *, release: Sequence[str] = ()) -> Jso
     body = obj("BatchSandbox", name, f"{name}-uid", annotations=annotations, generation=1)
     body["spec"] = {"replicas": len(pods), "poolRef": "open"}
     body["status"] = {"replicas": len(pods), "allocated": len(pods), "ready": len(pods)}
+    body["status"]["phase"] = "Succeed" if pods else "Pending"
     return body
 
 
@@ -300,7 +301,7 @@ def test_a_batch_sandbox_from_a_template_counts_the_pods_it_controls() -> None:
     snapshot = healthy()
     own = obj("BatchSandbox", "t1", "t1-uid")
     own["spec"] = {"replicas": 1, "template": {"spec": {}}}
-    own["status"] = {"replicas": 1, "allocated": 1, "ready": 1}
+    own["status"] = {"replicas": 1, "allocated": 1, "ready": 1, "phase": "Succeed"}
     snapshot.batch_sandboxes.append(own)
     assert found(check.when_quiet(snapshot)) == {"batch-sandbox-short", "batch-sandbox-status"}
     pod = pool_pod("t1-0")
@@ -449,3 +450,16 @@ def test_a_claimed_sandbox_deleted_before_its_claim_is_taken_from_its_user() -> 
     assert check.sandboxes_taken_from_claims(taken, spared=[(NS, "c1")]) == [], "it expired"
     unclaimed = [marked("Sandbox", "s2", 1.0, "SandboxWarmPool/pool")]
     assert check.sandboxes_taken_from_claims(unclaimed) == []
+
+
+def test_a_pause_ends_paused_and_a_ready_sandbox_succeeds() -> None:
+    snapshot = healthy()
+    (sandbox, *_) = snapshot.batch_sandboxes
+    sandbox["spec"]["pause"] = True
+    sandbox["status"]["phase"] = "Pausing"
+    assert found(check.when_quiet(snapshot)) == {"batch-sandbox-phase"}, "stuck halfway"
+    sandbox["status"]["phase"] = "Paused"
+    assert check.when_quiet(snapshot) == []
+    sandbox["spec"]["pause"] = False
+    sandbox["status"]["phase"] = "Resuming"
+    assert found(check.when_quiet(snapshot)) == {"batch-sandbox-phase"}, "its Pod is Ready"
