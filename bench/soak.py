@@ -272,6 +272,10 @@ async def soak(settings: Settings) -> Report:
     report = Report(settings.seed)
     print(f"soak: seed {settings.seed} (again: --seed {settings.seed})", flush=True)
     directory = settings.directory or Path(tempfile.mkdtemp(prefix="sandbus-soak-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    if any(directory.iterdir()):
+        # An earlier run's bus would meet a new, empty development cluster.
+        raise SystemExit(f"soak: {directory} is not empty; give a new directory for each run")
     async with world(directory, seed=settings.seed) as w:
         commits = soak_check.CommitLog()
         w.cluster.store.subscribe(None, commits.sink)
@@ -334,7 +338,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser.add_argument(
         "--converge-within", type=float, default=120.0, help="seconds after the faults (120)"
     )
-    parser.add_argument("--directory", type=Path, help="for the logs and stores (default: temp)")
+    parser.add_argument(
+        "--directory", type=Path, help="an empty one for the logs and stores (default: temp)"
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     return Settings(

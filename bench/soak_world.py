@@ -52,15 +52,8 @@ SERVICE_ENV = {
     "SANDBUS_SANDBOX_STATUS_WINDOW": "1",
     "PYTHONUNBUFFERED": "1",
 }
-_RUN = (
-    sys.executable,
-    "-c",
-    # `sandbus run`, with INFO logging so that a violation leaves a readable trail.
-    "import logging, sys; logging.basicConfig(level=logging.INFO, "
-    "format='%(asctime)s %(levelname)s %(name)s %(message)s'); "
-    "from services.cli import main; sys.exit(main())",
-    "run",
-)
+_RUN = (sys.executable, "-m", "services.cli", "run")
+"""``sandbus run``, which logs at INFO (``SANDBUS_LOG_LEVEL``): a violation leaves a trail."""
 _RESTART_BACKOFF = (0.5, 4.0)
 """Seconds before a replica that exited is started again: doubling from the first, up to the
 second, reset once a run lasted longer than the second."""

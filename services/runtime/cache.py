@@ -49,7 +49,12 @@ While the worker is busy, the objects it read last through an index stay unpacke
 ``unpacked_limit``): a pass may read many objects that way (a pool's pass reads every member),
 and the next pass reads most of them again.
 :meth:`ObjectCache.rest` lets them go when the worker has nothing to do. The answers to our
-own writes are short-lived and stay as they came.
+own writes stay as they came until the bus shows them, unless more than ``fresh_limit`` are
+waiting (a burst's echoes can be seconds behind): then the oldest are packed too. An answer the
+bus has shown already is not held at all. What a process once held stays its resident memory,
+so these limits are what keeps a worker's memory to its objects rather than to its busiest
+second (``fresh_limit`` at 2,048 and every answer held cost the sandbox worker 35 MiB with
+10,000 Sandboxes; bench/analysis.md, the end of issue #28).
 
 Packing costs more than everything else a worker does with an object it loads from the state
 table (zlib is most of it), so the objects of that read are kept as the JSON they came in,
@@ -166,11 +171,11 @@ class ObjectCache:
         """Objects read lately, with the packed form they came from (oldest first)."""
         self._unpacked_limit = unpacked_limit
         self._written: dict[ObjectKey, _Written] = {}
+        """Our writes the bus has not shown yet, in the order they expire (see :meth:`_hold`)."""
         self._written_unpacked: dict[ObjectKey, None] = {}
         """The keys whose written object is held as a dict (oldest first): at most
         ``fresh_limit``, the older ones packed, since a burst's answers can wait seconds for
         their echoes, and whole objects held that long are memory the process keeps."""
-        """Our writes the bus has not shown yet, in the order they expire (see :meth:`_hold`)."""
         self._by_kind: dict[str, set[ObjectKey]] = defaultdict(set)
         self._by_label: dict[tuple[str, str, str, str], set[ObjectKey]] = defaultdict(set)
         self._by_owner: dict[tuple[str, str], set[ObjectKey]] = defaultdict(set)
