@@ -746,11 +746,15 @@ def _batch_sandboxes_served(snapshot: Snapshot) -> Iterator[Violation]:
         if is_deleting(batch):
             continue
         namespace, name, ref = _namespace(batch), name_of(batch), _ref("BatchSandbox", batch)
-        # A pause ends Paused (docs/opensandbox.md §3.7): one still Pausing once quiet is stuck
-        # halfway. A resume's end, Succeed, is checked below with the other sandboxes'.
+        # A pause ends Paused, or refused with PauseFailed saying why (docs/opensandbox.md
+        # §3.7; a sandbox of more than one replica cannot pause): one still Pausing once quiet
+        # is stuck halfway. A resume's end, Succeed, is checked below with the others'.
         phase = _status(batch).get("phase")
         if _spec(batch).get("pause") is True:
-            if phase != "Paused":
+            refused = condition_of(batch, "PauseFailed") or {}
+            if phase != "Paused" and not (
+                refused.get("status") == "True" and refused.get("message")
+            ):
                 yield Violation(
                     "batch-sandbox-phase", (ref,), f"BatchSandbox {name} asks to pause, is {phase}"
                 )

@@ -460,6 +460,11 @@ def test_a_pause_ends_paused_and_a_ready_sandbox_succeeds() -> None:
     assert found(check.when_quiet(snapshot)) == {"batch-sandbox-phase"}, "stuck halfway"
     sandbox["status"]["phase"] = "Paused"
     assert check.when_quiet(snapshot) == []
+    sandbox["status"]["phase"] = "Succeed"
+    refused = {"type": "PauseFailed", "status": "True", "message": "replicas is not 1"}
+    sandbox["status"]["conditions"] = [refused]
+    assert check.when_quiet(snapshot) == [], "a pause refused, saying why"
+    del sandbox["status"]["conditions"]
     sandbox["spec"]["pause"] = False
     sandbox["status"]["phase"] = "Resuming"
     assert found(check.when_quiet(snapshot)) == {"batch-sandbox-phase"}, "its Pod is Ready"

@@ -125,6 +125,10 @@ ALREADY_GONE = "already gone"
 """The note of a delete that found its object gone: the goal is reached."""
 
 
+NOT_LEADING = "this replica does not lead any more"
+"""Why a replica that lost its Lease neither acts nor writes its memory."""
+
+
 class ActionFailed(Exception):
     """An executor's way to say "this action did not happen", with the reason."""
 
@@ -213,7 +217,7 @@ async def _one(
         if executor is None:
             raise ActionFailed(f"no executor is registered for {type(action).__name__}")
         if not may_act():
-            raise ActionFailed("this replica does not lead any more")
+            raise ActionFailed(NOT_LEADING)
         done = await executor(action, context)
     except asyncio.CancelledError:
         raise
@@ -252,6 +256,12 @@ async def carry_out(
         if owner_uid:
             expectations = expect(expectations, owner_uid, flattened(plan.actions), now)
     memo = msgspec.to_builtins(plan.memo) if plan.memo is not None else None
+    if not may_act():
+        # A replica that no longer leads writes nothing, its memory included: the memory is
+        # written ahead of actions it would not take, and a new leader may already read it
+        # (found by the chaos soak: a pool member's "queued" memo, written by a replica that
+        # had just lost its Lease, kept the new leader from ever queueing it).
+        return Execution(error=NOT_LEADING)
     try:
         await remember(memo, expectations)
     except Exception as error:

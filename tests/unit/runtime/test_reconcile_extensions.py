@@ -110,13 +110,19 @@ async def test_an_executor_that_raises_anything_is_a_recorded_failure() -> None:
     assert WIDGET in w.queue.scheduled, "backed off, not escaped"
 
 
-async def test_a_replica_that_stopped_leading_acts_no_more() -> None:
+async def test_a_replica_that_stopped_leading_acts_no_more_and_keeps_no_memo() -> None:
+    """Its memory is written ahead of the actions, and a new leader may read it already: a
+    "queued" memo for an entry never queued kept a pool member off its queue for good (found
+    by the chaos soak)."""
     api = ScriptedApi()
-    w = make_worker(Scripted(lambda _: Plan(actions=(Create(obj("Pod", "p")),))), api)
+    js = MemoJetStream()
+    plan = Plan(actions=(Create(obj("Pod", "p")),), memo={"queued": True})
+    w = make_worker(Scripted(lambda _: plan), api, js)
     w.may_act = lambda: False
     decision = await w.reconcile(WIDGET)
-    assert decision.error == "create Pod/ns/p: this replica does not lead any more"
+    assert decision.error == "this replica does not lead any more"
     assert api.calls == []
+    assert js.memos == []
 
 
 # --- messages of further sources --------------------------------------------------------
