@@ -52,9 +52,11 @@ and the next pass reads most of them again.
 own writes stay as they came until the bus shows them, unless more than ``fresh_limit`` are
 waiting (a burst's echoes can be seconds behind): then the oldest are packed too. An answer the
 bus has shown already is not held at all. What a process once held stays its resident memory,
-so these limits are what keeps a worker's memory to its objects rather than to its busiest
-second (``fresh_limit`` at 2,048 and every answer held cost the sandbox worker 35 MiB with
-10,000 Sandboxes; bench/analysis.md, the end of issue #28).
+so these limits keep a worker's memory closer to its objects than to its busiest second. With
+10,000 Sandboxes, ``fresh_limit`` at 2,048 and every answer held made the five services 329 MiB;
+at 1,024 with answers packed past it, 299 MiB; at 256, 290 MiB, but a burst of 200 claims then
+packs and unpacks its objects again and again, a tenth more CPU (bench/analysis.md, the end of
+issue #28).
 
 Packing costs more than everything else a worker does with an object it loads from the state
 table (zlib is most of it), so the objects of that read are kept as the JSON they came in,
@@ -150,7 +152,7 @@ class ObjectCache:
         label_indexes: Iterable[tuple[str, str]] = (),
         written_ttl: float = 30.0,
         unpacked_limit: int = 2048,
-        fresh_limit: int = 256,
+        fresh_limit: int = 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._label_indexes: dict[str, tuple[str, ...]] = defaultdict(tuple)
