@@ -1,6 +1,7 @@
 """End to end: NATS stopped and started again on the same port and store, under the watcher, the
-sandbox worker and the pool worker as their own processes; and NATS gone for good under services
-that were given a short reconnect budget.
+sandbox worker and the pool worker as their own processes; NATS gone for good under services
+that were given a short reconnect budget; and services started while a NATS cluster's JetStream
+has no quorum.
 
 What must hold: after an outage every service serves again (Sandboxes created after NATS
 returned become Ready, a pool created then fills); a service whose connection is gone for good
@@ -12,10 +13,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import nats
 import pytest
 
 from devtools.cluster import DevCluster, LatencyModel, SimulationSettings
-from devtools.natsd import NatsServer
+from devtools.natsd import NatsCluster, NatsServer
+from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.kube import KubeApi
 from tests.e2e.services import log_tails, service
 from tests.support.samples import NS, condition, sandbox_body
@@ -44,8 +47,8 @@ async def ready(kube: KubeApi, names: list[str]) -> bool:
 
 
 async def pool_serving(logs: Path) -> bool:
-    """The pool worker is connected and leading, not still starting: NATS stopped during its
-    start would end it another way (a service does not start without the bus)."""
+    """The pool worker is connected and leading, not still starting: the outage is meant for a
+    service that serves."""
     log = (logs / "pool.log").read_text()
     return "connected to NATS" in log and "leads default/sandbus-pool" in log
 
@@ -131,5 +134,48 @@ async def test_a_service_whose_connection_is_gone_for_good_exits_non_zero(tmp_pa
                 assert all(code not in (0, None) for code in codes), codes
             for name in ("watcher", "sandbox", "pool"):
                 assert "NATS unreachable for more than 2 s" in (logs / f"{name}.log").read_text()
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}\n{log_tails(logs)}") from None
+
+
+async def test_a_worker_started_while_jetstream_has_no_quorum_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    """NATS answers but its JetStream does not (one node of three, as while a cluster restarts):
+    the worker waits to make its streams, as the watcher does, instead of exiting and being
+    started again in a loop (found by the chaos soak, bench/soak.py)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    replicated = {"SANDBUS_BUS_REPLICAS": "3"}
+    simulation = SimulationSettings(pod_ready_delay=0.05, options={"kubelet": dict(FAST_KUBELET)})
+    async with (
+        NatsCluster(3, store_dir=tmp_path / "nats") as bus,
+        DevCluster(port=0, latency=LatencyModel.zero(), simulation=simulation) as cluster,
+        api_client(cluster, tmp_path, "test") as client,
+    ):
+        connection = await nats.connect(bus.url.split(","))
+        await ensure_bus(connection.jetstream(), BusConfig(replicas=3))
+        await connection.close()
+        for node in bus.nodes[1:]:
+            await asyncio.to_thread(node.stop)
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        kube = KubeApi(client, field_manager="e2e-test")
+        try:
+            async with (
+                service("watcher", bus.url, kubeconfig, logs, env=replicated) as watcher,
+                service("sandbox", bus.url, kubeconfig, logs, env=replicated) as worker,
+            ):
+
+                def waiting() -> bool:
+                    return "provisioning the bus" in (logs / "sandbox.log").read_text()
+
+                await until(waiting, within=60)
+                await asyncio.sleep(3)
+                assert worker.returncode is None, "it waits for JetStream instead of exiting"
+                for node in bus.nodes[1:]:
+                    await asyncio.to_thread(node.start)
+                await kube.create(sandbox_body("after"))
+                await until(lambda: ready(kube, ["after"]), within=90, interval=0.2)
+                assert watcher.returncode is None and worker.returncode is None
         except AssertionError as failure:
             raise AssertionError(f"{failure}\n{log_tails(logs)}") from None

@@ -47,9 +47,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import nats.errors
+
 from services.runtime.bus import BusConfig, ensure_bus
 from services.runtime.cancellation import stop_tasks, supervise
-from services.runtime.connection import NatsConnection, budget_from_environment, connect_nats
+from services.runtime.connection import (
+    ConnectionLost,
+    NatsConnection,
+    budget_from_environment,
+    connect_nats,
+)
 from services.runtime.election import LeaseElector
 from services.runtime.endpoint import READINESS, metrics_endpoint
 from services.runtime.kube import KubeApi
@@ -137,7 +144,7 @@ async def serve_worker(
         async with contextlib.AsyncExitStack() as stack:
             if address is not None:
                 await stack.enter_async_context(metrics_endpoint(metrics, *address))
-            await ensure_bus(connection.js, bus)
+            await _provision(connection, bus, name)
             api_client = await stack.enter_async_context(await kube_api_client(settings))
             api = KubeApi(api_client, field_manager=service.field_manager)
 
@@ -183,6 +190,22 @@ async def serve_worker(
         await connection.close()
         if tracing is not None:
             tracing.shutdown()
+
+
+async def _provision(connection: NatsConnection, bus: BusConfig, name: str) -> None:
+    """Make the streams, waiting while JetStream does not answer though NATS does (a cluster
+    restarting elects its leaders first), as the watcher does, rather than exit and be started
+    again in a loop (the chaos soak saw a pool worker fail 28 times so in 30 minutes); but not
+    once the connection is gone for good."""
+    while True:
+        try:
+            await ensure_bus(connection.js, bus)
+            return
+        except nats.errors.Error as error:
+            if connection.client.is_closed:
+                raise ConnectionLost(f"sandbus-{name}: the NATS connection was closed") from error
+            log.warning("%s: provisioning the bus: %r; again in 1 s", name, error)
+            await asyncio.sleep(1.0)
 
 
 @dataclasses.dataclass
